@@ -1,0 +1,41 @@
+# Pin promotion module. `make` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+GO            ?= go
+BIN           := bin/pin
+PIN_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
+export PIN_TEST_DATABASE_URL
+STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X main.buildVersion=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
+
+.PHONY: help dev test test-short bench lint build migrate clean check-postgres
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/pin
+	$(GO) build $(GOFLAGS_BUILD) -o $(BIN) ./cmd/pin
+
+dev: build check-postgres ## run the module on this machine: API, expiry job, forwarder and an embedded Kafka-protocol broker
+	./$(BIN) dev
+
+test: check-postgres ## run every test with the race detector against PIN_TEST_DATABASE_URL
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+bench: check-postgres ## run the benchmarks and write the raw figures to .bench/
+	./scripts/bench.sh
+
+lint: ## gofmt, go vet and staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+migrate: build ## apply the migrations to PIN_DATABASE_URL
+	./$(BIN) migrate up
+
+clean: ## remove build and benchmark output
+	rm -rf bin .bench
+
+check-postgres:
+	@./scripts/check-postgres.sh

@@ -1,0 +1,171 @@
+// Package archrules makes the monolith's boundaries executable: it loads the
+// import graph with `go list -deps` and checks it against the rules below.
+// The rules are tested against planted violations, so a rule that can never
+// fail would be noticed.
+package archrules
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+)
+
+// Graph maps each package of the module to every package it depends on,
+// directly or not (as `go list -deps` reports them).
+type Graph map[string][]string
+
+// Load lists the packages matching patterns in dir and their dependencies.
+func Load(dir string, patterns ...string) (Graph, error) {
+	args := append([]string{"list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`}, patterns...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("archrules: go list in %s: %w: %s", dir, err, stderr.String())
+	}
+	g := Graph{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 0 {
+			g[fields[0]] = fields[1:]
+		}
+	}
+	return g, sc.Err()
+}
+
+// Violation is one forbidden dependency.
+type Violation struct {
+	Rule       string
+	Package    string
+	Dependency string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s: %s depends on %s", v.Rule, v.Package, v.Dependency)
+}
+
+// Rule decides whether pkg may depend on dep; it returns a non-empty reason
+// when it may not.
+type Rule struct {
+	Name  string
+	Check func(pkg, dep string) bool // true = forbidden
+}
+
+// Check applies rules to every package of g.
+func Check(g Graph, rules ...Rule) []Violation {
+	var out []Violation
+	for pkg, deps := range g {
+		for _, dep := range deps {
+			for _, r := range rules {
+				if r.Check(pkg, dep) {
+					out = append(out, Violation{Rule: r.Name, Package: pkg, Dependency: dep})
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// under reports whether pkg is prefix or inside it.
+func under(pkg, prefix string) bool {
+	return pkg == prefix || strings.HasPrefix(pkg, prefix+"/")
+}
+
+// PlatformImportsNoModule forbids platform/** from depending on modules/**:
+// the host serves modules, it never knows them.
+func PlatformImportsNoModule(module string) Rule {
+	return Rule{
+		Name: "platform imports no module",
+		Check: func(pkg, dep string) bool {
+			return under(pkg, module+"/platform") && under(dep, module+"/modules")
+		},
+	}
+}
+
+// forbiddenInDomain are the infrastructure libraries a domain package must
+// not reach, directly or through another package.
+var forbiddenInDomain = []string{
+	"gorm.io",
+	"github.com/labstack/echo",
+	"github.com/ThreeDotsLabs/watermill",
+}
+
+// DomainIsPure forbids modules/*/internal/domain from depending on GORM,
+// Echo or Watermill.
+func DomainIsPure(module string) Rule {
+	return Rule{
+		Name: "domain imports no GORM, Echo or Watermill",
+		Check: func(pkg, dep string) bool {
+			if !strings.HasPrefix(pkg, module+"/modules/") || !strings.Contains(pkg+"/", "/internal/domain/") {
+				return false
+			}
+			for _, f := range forbiddenInDomain {
+				if under(dep, f) || strings.HasPrefix(dep, f+"/") {
+					return true
+				}
+			}
+			return false
+		},
+	}
+}
+
+// ModulesMeetOnlyThroughContracts forbids a package of one module from
+// depending on another module other than through its contract package.
+func ModulesMeetOnlyThroughContracts(module string) Rule {
+	root := module + "/modules/"
+	name := func(pkg string) string {
+		rest, ok := strings.CutPrefix(pkg, root)
+		if !ok {
+			return ""
+		}
+		return strings.SplitN(rest, "/", 2)[0]
+	}
+	return Rule{
+		Name: "modules meet only through contract packages",
+		Check: func(pkg, dep string) bool {
+			from, to := name(pkg), name(dep)
+			if from == "" || to == "" || from == to {
+				return false
+			}
+			return !under(dep, root+to+"/contract")
+		},
+	}
+}
+
+// ContractIsSelfContained forbids a module's contract package, which other
+// modules import, from depending on the rest of its module.
+func ContractIsSelfContained(module string) Rule {
+	return Rule{
+		Name: "contract depends on nothing else of its module",
+		Check: func(pkg, dep string) bool {
+			rest, ok := strings.CutPrefix(pkg, module+"/modules/")
+			if !ok {
+				return false
+			}
+			parts := strings.SplitN(rest, "/", 3)
+			if len(parts) < 2 || parts[1] != "contract" {
+				return false
+			}
+			mod := module + "/modules/" + parts[0]
+			return under(dep, mod) && !under(dep, mod+"/contract")
+		},
+	}
+}
+
+// Rules returns every rule of the project for the Go module path module.
+func Rules(module string) []Rule {
+	return []Rule{
+		PlatformImportsNoModule(module),
+		DomainIsPure(module),
+		ModulesMeetOnlyThroughContracts(module),
+		ContractIsSelfContained(module),
+	}
+}

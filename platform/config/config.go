@@ -1,0 +1,190 @@
+// Package config reads the service's configuration from the environment and
+// validates it at start, so that a bad value stops the process before it
+// takes any work.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/pinmarket/pin/platform/observability"
+)
+
+// Config is the whole configuration of the pin process. The variable names
+// are part of the outward interface (see docs/configuration.md).
+type Config struct {
+	DatabaseURL  string   `env:"PIN_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/pin?sslmode=disable"`
+	HTTPAddr     string   `env:"PIN_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	KafkaBrokers []string `env:"PIN_KAFKA_BROKERS" envSeparator:","`
+	JWTSecret    string   `env:"PIN_AUTH_JWT_SECRET"`
+	LogLevel     string   `env:"PIN_LOG_LEVEL" envDefault:"info"`
+
+	ExpireInterval           time.Duration `env:"PIN_EXPIRE_INTERVAL" envDefault:"60s"`
+	ExpireBatchSize          int           `env:"PIN_EXPIRE_BATCH_SIZE" envDefault:"200"`
+	ExpireMaxBatchesPerCycle int           `env:"PIN_EXPIRE_MAX_BATCHES_PER_CYCLE" envDefault:"1"`
+	ExpireCycleBudget        time.Duration `env:"PIN_EXPIRE_CYCLE_BUDGET" envDefault:"30s"`
+
+	OutboxPollInterval time.Duration `env:"PIN_OUTBOX_POLL_INTERVAL" envDefault:"100ms"`
+	OutboxRetention    time.Duration `env:"PIN_OUTBOX_RETENTION" envDefault:"168h"`
+
+	ShutdownTimeout time.Duration `env:"PIN_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	DevKafkaAddr    string        `env:"PIN_DEV_KAFKA_ADDR" envDefault:"127.0.0.1:9092"`
+}
+
+// MinJWTSecretBytes is the shortest HS256 key accepted.
+const MinJWTSecretBytes = 32
+
+// Error names the variable that is wrong and the rule it breaks; it is
+// printed as the one line the process ends with.
+type Error struct {
+	Var  string
+	Rule string
+}
+
+func (e *Error) Error() string { return e.Var + ": " + e.Rule }
+
+// Requirement says which optional variables a command cannot do without.
+type Requirement int
+
+const (
+	// NeedKafka requires PIN_KAFKA_BROKERS.
+	NeedKafka Requirement = 1 << iota
+	// NeedJWTSecret requires PIN_AUTH_JWT_SECRET.
+	NeedJWTSecret
+)
+
+// Load reads the configuration from environ (os.Environ() form: "K=V")
+// and validates it against what the command needs.
+func Load(environ []string, needs Requirement) (Config, error) {
+	var cfg Config
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: env.ToMap(environ)}); err != nil {
+		return Config{}, fromParseError(err)
+	}
+	cfg.KafkaBrokers = trimList(cfg.KafkaBrokers)
+	if err := cfg.validate(needs); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+func (c Config) validate(needs Requirement) error {
+	if err := validateDatabaseURL(c.DatabaseURL); err != nil {
+		return &Error{"PIN_DATABASE_URL", err.Error()}
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return &Error{"PIN_HTTP_ADDR", "must be host:port: " + err.Error()}
+	}
+	if needs&NeedKafka != 0 && len(c.KafkaBrokers) == 0 {
+		return &Error{"PIN_KAFKA_BROKERS", "is required: comma-separated host:port list"}
+	}
+	for _, b := range c.KafkaBrokers {
+		if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
+			return &Error{"PIN_KAFKA_BROKERS", fmt.Sprintf("%q is not host:port", b)}
+		}
+	}
+	if needs&NeedJWTSecret != 0 && c.JWTSecret == "" {
+		return &Error{"PIN_AUTH_JWT_SECRET", fmt.Sprintf("is required: an HS256 key of at least %d bytes", MinJWTSecretBytes)}
+	}
+	if c.JWTSecret != "" && len(c.JWTSecret) < MinJWTSecretBytes {
+		return &Error{"PIN_AUTH_JWT_SECRET", fmt.Sprintf("must be at least %d bytes, got %d", MinJWTSecretBytes, len(c.JWTSecret))}
+	}
+	if _, err := observability.ParseLevel(c.LogLevel); err != nil {
+		return &Error{"PIN_LOG_LEVEL", "must be one of debug, info, warn, error"}
+	}
+	if c.ExpireInterval < time.Minute || c.ExpireInterval > 5*time.Minute {
+		return &Error{"PIN_EXPIRE_INTERVAL", fmt.Sprintf("must be between 1m and 5m, got %s", c.ExpireInterval)}
+	}
+	if c.ExpireBatchSize < 1 || c.ExpireBatchSize > 10000 {
+		return &Error{"PIN_EXPIRE_BATCH_SIZE", fmt.Sprintf("must be between 1 and 10000, got %d", c.ExpireBatchSize)}
+	}
+	if c.ExpireMaxBatchesPerCycle < 0 {
+		return &Error{"PIN_EXPIRE_MAX_BATCHES_PER_CYCLE", "must be 0 (unlimited within the budget) or more"}
+	}
+	if c.ExpireCycleBudget <= 0 || c.ExpireCycleBudget > c.ExpireInterval {
+		return &Error{"PIN_EXPIRE_CYCLE_BUDGET", fmt.Sprintf("must be positive and at most PIN_EXPIRE_INTERVAL (%s)", c.ExpireInterval)}
+	}
+	if c.OutboxPollInterval < 10*time.Millisecond || c.OutboxPollInterval > time.Minute {
+		return &Error{"PIN_OUTBOX_POLL_INTERVAL", "must be between 10ms and 1m"}
+	}
+	if c.OutboxRetention < time.Hour {
+		return &Error{"PIN_OUTBOX_RETENTION", "must be at least 1h"}
+	}
+	if c.ShutdownTimeout < time.Second || c.ShutdownTimeout > 10*time.Minute {
+		return &Error{"PIN_SHUTDOWN_TIMEOUT", "must be between 1s and 10m"}
+	}
+	if _, _, err := net.SplitHostPort(c.DevKafkaAddr); err != nil {
+		return &Error{"PIN_DEV_KAFKA_ADDR", "must be host:port"}
+	}
+	return nil
+}
+
+func validateDatabaseURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("is not a URL: %v", err)
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return fmt.Errorf("must be a postgres:// URL, got scheme %q", u.Scheme)
+	}
+	if u.Host == "" {
+		return errors.New("must name a host (postgres://user@host:port/db)")
+	}
+	if strings.Trim(u.Path, "/") == "" {
+		return errors.New("must name a database (postgres://user@host:port/db)")
+	}
+	return nil
+}
+
+// trimList drops blanks around and between the items of a comma list.
+func trimList(items []string) []string {
+	var out []string
+	for _, item := range items {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// fromParseError turns the env library's error into one naming the variable.
+func fromParseError(err error) error {
+	var agg env.AggregateError
+	if errors.As(err, &agg) && len(agg.Errors) > 0 {
+		err = agg.Errors[0]
+	}
+	var parseErr env.ParseError
+	if errors.As(err, &parseErr) {
+		name := parseErr.Name
+		if f, ok := reflect.TypeOf(Config{}).FieldByName(parseErr.Name); ok {
+			name = f.Tag.Get("env")
+		}
+		return &Error{name, fmt.Sprintf("cannot parse as %s: %v", describe(parseErr.Type), unwrapNum(parseErr.Err))}
+	}
+	return &Error{"environment", err.Error()}
+}
+
+func describe(t reflect.Type) string {
+	switch t {
+	case reflect.TypeOf(time.Duration(0)):
+		return "a Go duration (e.g. 60s, 2m)"
+	case reflect.TypeOf(0):
+		return "an integer"
+	}
+	return t.String()
+}
+
+func unwrapNum(err error) error {
+	var numErr *strconv.NumError
+	if errors.As(err, &numErr) {
+		return numErr.Err
+	}
+	return err
+}

@@ -1,0 +1,198 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config tunes the host's lifecycle.
+type Config struct {
+	// ShutdownTimeout bounds how long in-flight requests and runner cycles
+	// may take to finish after a stop signal.
+	ShutdownTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait before a failed runner is
+	// restarted; the wait doubles with each failure in a row.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = time.Second
+	}
+	if c.MaxBackoff < c.MinBackoff {
+		c.MaxBackoff = 30 * time.Second
+	}
+	return c
+}
+
+// ServeFunc runs the HTTP server until ctx is cancelled, then shuts it down
+// gracefully and returns.
+type ServeFunc func(ctx context.Context) error
+
+// Host runs the HTTP server and every runner until its context is
+// cancelled, then stops them all gracefully.
+type Host struct {
+	cfg      Config
+	logger   *slog.Logger
+	echo     *echo.Echo
+	serve    ServeFunc
+	runners  []Runner
+	restarts *prometheus.CounterVec
+	failures *prometheus.CounterVec
+}
+
+// New builds a host around an Echo instance and the function that serves it
+// (serve may be nil for a process without HTTP).
+func New(cfg Config, e *echo.Echo, serve ServeFunc, logger *slog.Logger, reg prometheus.Registerer) (*Host, error) {
+	h := &Host{
+		cfg:    cfg.withDefaults(),
+		logger: logger,
+		echo:   e,
+		serve:  serve,
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pin_runner_restarts_total",
+			Help: "Restarts of a background runner after it failed or panicked.",
+		}, []string{"runner"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pin_runner_failures_total",
+			Help: "Failures (errors or panics) of a background runner, by kind.",
+		}, []string{"runner", "kind"}),
+	}
+	if err := reg.Register(h.restarts); err != nil {
+		return nil, fmt.Errorf("host: register metrics: %w", err)
+	}
+	if err := reg.Register(h.failures); err != nil {
+		return nil, fmt.Errorf("host: register metrics: %w", err)
+	}
+	return h, nil
+}
+
+// AddModule registers a module's routes and runners.
+func (h *Host) AddModule(m Module) {
+	if h.echo != nil {
+		m.RegisterRoutes(h.echo)
+	}
+	h.runners = append(h.runners, m.Runners()...)
+	h.logger.Info("module registered", "module", m.Name(), "runners", len(m.Runners()))
+}
+
+// AddRunner registers a platform runner, such as the outbox forwarder.
+func (h *Host) AddRunner(r Runner) { h.runners = append(h.runners, r) }
+
+// Run serves until ctx is cancelled (the caller cancels it on SIGTERM or
+// SIGINT), then stops taking work and waits, at most ShutdownTimeout, for
+// in-flight requests and runner cycles. It returns nil after a clean stop
+// and an error when the HTTP server fails or the stop overruns.
+func (h *Host) Run(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	for _, r := range h.runners {
+		wg.Go(func() { h.supervise(runCtx, r) })
+	}
+
+	// A nil channel never delivers: without a server only ctx ends the run.
+	var serveErr chan error
+	if h.serve != nil {
+		serveErr = make(chan error, 1)
+		go func() { serveErr <- h.serve(runCtx) }()
+	}
+
+	var err error
+	select {
+	case <-ctx.Done():
+		h.logger.Info("stop requested: finishing in-flight work", "timeout", h.cfg.ShutdownTimeout.String())
+	case err = <-serveErr:
+		serveErr = nil // already received; the server has stopped
+		if err != nil {
+			h.logger.Error("http server failed", "error", err)
+			err = fmt.Errorf("host: http server: %w", err)
+		}
+	}
+	cancel()
+
+	done := make(chan error, 1)
+	go func() {
+		wg.Wait()
+		var serr error
+		if serveErr != nil {
+			serr = <-serveErr
+		}
+		done <- serr
+	}()
+	select {
+	case serr := <-done:
+		if serr != nil && err == nil {
+			err = fmt.Errorf("host: http server: %w", serr)
+		}
+		h.logger.Info("stopped")
+		return err
+	case <-time.After(h.cfg.ShutdownTimeout):
+		return errors.Join(err, fmt.Errorf("host: work still in flight after the %s shutdown timeout", h.cfg.ShutdownTimeout))
+	}
+}
+
+// supervise keeps r running until ctx ends: a runner that fails or panics is
+// logged, counted and restarted after a backoff that grows with failures in
+// a row and resets once the runner has stayed up for a while.
+func (h *Host) supervise(ctx context.Context, r Runner) {
+	backoff := h.cfg.MinBackoff
+	for {
+		started := time.Now()
+		err := runSafely(ctx, r)
+		if ctx.Err() != nil {
+			if err != nil {
+				h.logger.Warn("runner stopped with an error", "runner", r.Name(), "error", err)
+			}
+			return
+		}
+		kind := "error"
+		var p panicError
+		if errors.As(err, &p) {
+			kind = "panic"
+		}
+		if err == nil {
+			err = errors.New("returned before being asked to stop")
+		}
+		h.failures.WithLabelValues(r.Name(), kind).Inc()
+		if time.Since(started) > 4*h.cfg.MaxBackoff {
+			backoff = h.cfg.MinBackoff
+		}
+		h.logger.Error("runner failed; restarting", "runner", r.Name(), "kind", kind, "error", err, "backoff", backoff.String())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		h.restarts.WithLabelValues(r.Name()).Inc()
+		backoff = min(2*backoff, h.cfg.MaxBackoff)
+	}
+}
+
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", p.value, p.stack) }
+
+func runSafely(ctx context.Context, r Runner) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return r.Run(ctx)
+}

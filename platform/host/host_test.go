@@ -1,0 +1,117 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/platform/host"
+)
+
+type funcRunner struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+func (r funcRunner) Name() string                  { return r.name }
+func (r funcRunner) Run(ctx context.Context) error { return r.run(ctx) }
+
+func newHost(t *testing.T, cfg host.Config) (*host.Host, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	h, err := host.New(cfg, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
+	require.NoError(t, err)
+	return h, reg
+}
+
+func TestRunnerPanicsAndErrorsAreRestarted(t *testing.T) {
+	t.Parallel()
+	h, reg := newHost(t, host.Config{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	var calls atomic.Int32
+	h.AddRunner(funcRunner{"flaky", func(ctx context.Context) error {
+		switch calls.Add(1) {
+		case 1:
+			panic("boom")
+		case 2:
+			return errors.New("db gone")
+		}
+		<-ctx.Done()
+		return nil
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+
+	require.Eventually(t, func() bool { return calls.Load() >= 3 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, 2.0, counterValue(t, reg, "pin_runner_restarts_total"))
+	cancel()
+	require.NoError(t, <-done, "a clean stop after runner failures still returns nil")
+}
+
+func TestStopWaitsForTheCycleInFlight(t *testing.T) {
+	t.Parallel()
+	h, _ := newHost(t, host.Config{ShutdownTimeout: 5 * time.Second})
+	started := make(chan struct{})
+	var finished atomic.Bool
+	h.AddRunner(funcRunner{"cycle", func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond) // the cycle in flight finishes its batch
+		finished.Store(true)
+		return nil
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	<-started
+	cancel()
+	require.NoError(t, <-done)
+	require.True(t, finished.Load(), "Run returned before the runner finished")
+}
+
+func TestStopOverrunningTheTimeoutIsAnError(t *testing.T) {
+	t.Parallel()
+	h, _ := newHost(t, host.Config{ShutdownTimeout: 20 * time.Millisecond})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	h.AddRunner(funcRunner{"stuck", func(ctx context.Context) error {
+		<-release
+		return nil
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorContains(t, h.Run(ctx), "shutdown timeout")
+}
+
+func TestServeFailureStopsTheHost(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	h, err := host.New(host.Config{}, nil, func(ctx context.Context) error {
+		return errors.New("address in use")
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
+	require.NoError(t, err)
+	require.ErrorContains(t, h.Run(context.Background()), "address in use")
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var total float64
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+

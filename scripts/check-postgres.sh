@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Fails at once, with the way to fix it, when the test PostgreSQL is not reachable.
+set -euo pipefail
+url="${PIN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}"
+if command -v pg_isready >/dev/null 2>&1; then
+  if pg_isready -q -d "$url" -t 3; then exit 0; fi
+elif (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
+  exit 0
+fi
+cat >&2 <<MSG
+PostgreSQL is not reachable at ${url}.
+Start it, then run the command again:
+  - Debian/Ubuntu with the cluster installed:  pg_ctlcluster --skip-systemctl-redirect 15 main start
+  - with Docker:                               docker compose up -d postgres
+  - or point PIN_TEST_DATABASE_URL (tests) / PIN_DATABASE_URL (dev) at a PostgreSQL 15+ server.
+MSG
+exit 1
