@@ -114,4 +114,3 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return total
 }
-

@@ -1,0 +1,106 @@
+package httpserver
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults applied to the zero fields of a Config.
+const (
+	DefaultAddr              = "127.0.0.1:8080"
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 15 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultBodyLimit         = "64KiB"
+)
+
+// Config sets up the HTTP server. Zero fields take the defaults above.
+type Config struct {
+	// Addr is the host:port to listen on (Serve only).
+	Addr string
+	// ReadTimeout bounds reading a whole request, body included; it is what
+	// stops a slow client from holding a connection with a trickled body.
+	ReadTimeout time.Duration
+	// ReadHeaderTimeout bounds reading the request headers (slowloris).
+	ReadHeaderTimeout time.Duration
+	// WriteTimeout bounds the time from the end of the request headers to the
+	// end of the response, so it caps a handler's run time as seen by clients.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds how long a keep-alive connection waits for the next
+	// request.
+	IdleTimeout time.Duration
+	// BodyLimit caps request bodies: a number of bytes with an optional
+	// binary suffix K/KiB or M/MiB ("64K" and "64KiB" are both 65536 bytes,
+	// unlike echo's BodyLimit, for which "64K" means 64000).
+	BodyLimit string
+}
+
+// DefaultConfig returns the configuration with every default filled in.
+func DefaultConfig() Config { return Config{}.withDefaults() }
+
+func (c Config) withDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.BodyLimit == "" {
+		c.BodyLimit = DefaultBodyLimit
+	}
+	return c
+}
+
+// Validate reports a configuration that New or Serve would reject. Zero
+// fields are valid: they take the defaults.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	for name, d := range map[string]time.Duration{
+		"ReadTimeout": c.ReadTimeout, "ReadHeaderTimeout": c.ReadHeaderTimeout,
+		"WriteTimeout": c.WriteTimeout, "IdleTimeout": c.IdleTimeout,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("httpserver: %s %s is negative", name, d))
+		}
+	}
+	if _, err := ParseByteSize(c.BodyLimit); err != nil {
+		errs = append(errs, fmt.Errorf("httpserver: BodyLimit: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseByteSize parses a size such as "65536", "64K", "64KiB", "1M" or
+// "1MiB". K and M are binary (1024, 1024²): decimal "KB"/"MB" are rejected
+// because they are read both ways in the wild.
+func ParseByteSize(s string) (int64, error) {
+	trimmed := strings.TrimSpace(s)
+	multiplier := int64(1)
+	for _, u := range []struct {
+		suffix string
+		factor int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"K", 1 << 10}, {"M", 1 << 20}, {"B", 1}} {
+		if rest, ok := strings.CutSuffix(trimmed, u.suffix); ok {
+			trimmed, multiplier = rest, u.factor
+			break
+		}
+	}
+	n, err := strconv.ParseInt(trimmed, 10, 64)
+	if err != nil || n <= 0 || n > (1<<40)/multiplier {
+		return 0, fmt.Errorf("size %q: want a positive number of bytes, optionally with K, KiB, M or MiB", s)
+	}
+	return n * multiplier, nil
+}

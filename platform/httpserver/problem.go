@@ -1,0 +1,249 @@
+package httpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pinmarket/pin/platform/apperror"
+	"github.com/pinmarket/pin/platform/observability"
+)
+
+// ProblemContentType is the media type of every error response (RFC 9457).
+const ProblemContentType = "application/problem+json"
+
+// ProblemTypeBase prefixes an error's slug to form the problem type URI.
+const ProblemTypeBase = "https://pin.dev/problems/"
+
+// StatusClientClosedRequest is the status recorded (in logs and metrics,
+// the client never sees it) when the client went away before the response:
+// counting those as 500 would page someone for a closed browser tab.
+const StatusClientClosedRequest = 499
+
+// Slugs of the problems the server itself produces.
+const (
+	SlugInternal            = "internal"
+	SlugNotFound            = "not-found"
+	SlugMethodNotAllowed    = "method-not-allowed"
+	SlugClientClosedRequest = "client-closed-request"
+)
+
+const internalDetail = "An internal error occurred. Quote the request id when reporting it."
+
+// ProblemDetails is the application/problem+json body.
+type ProblemDetails struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	// omitzero, not omitempty: a validation problem keeps an empty list.
+	Errors []apperror.FieldError `json:"errors,omitzero"`
+	// RequestID lets a client quote the failing request to support.
+	RequestID string `json:"requestId,omitempty"`
+}
+
+// StatusOf maps an error kind to its HTTP status. It is the one place where
+// kinds meet statuses.
+func StatusOf(kind apperror.Kind) int {
+	switch kind {
+	case apperror.KindInvalid:
+		return http.StatusUnprocessableEntity
+	case apperror.KindMalformed:
+		return http.StatusBadRequest
+	case apperror.KindNotFound:
+		return http.StatusNotFound
+	case apperror.KindConflict:
+		return http.StatusConflict
+	case apperror.KindUnauthenticated:
+		return http.StatusUnauthorized
+	case apperror.KindForbidden:
+		return http.StatusForbidden
+	case apperror.KindTooLarge:
+		return http.StatusRequestEntityTooLarge
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Problem writes err as an application/problem+json response and logs it
+// when it is a fault of ours. Errors outside the apperror vocabulary become
+// 500 with a generic detail: their text may hold SQL, hostnames or stack
+// details, so it goes only to the log. The returned error is a failure to
+// write the response.
+func Problem(c echo.Context, err error) error {
+	p, cause := problemOf(c, err)
+	logProblem(c, p, cause)
+
+	if c.Response().Committed {
+		// Headers are gone: all we can do is the log line above.
+		return nil
+	}
+	if p.Status == StatusClientClosedRequest {
+		// Nobody is listening; record the status for the request log and metrics.
+		c.Response().WriteHeader(p.Status)
+		return nil
+	}
+	if c.Request().Method == http.MethodHead {
+		return c.NoContent(p.Status)
+	}
+	if p.Status == http.StatusUnauthorized && c.Response().Header().Get(echo.HeaderWWWAuthenticate) == "" {
+		// RFC 9110 §15.5.2: a 401 must carry a challenge.
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="pin"`)
+	}
+	body, merr := json.Marshal(p)
+	if merr != nil {
+		return fmt.Errorf("httpserver: encode problem: %w", merr)
+	}
+	c.Response().Header().Set(echo.HeaderContentType, ProblemContentType)
+	c.Response().WriteHeader(p.Status)
+	if _, werr := c.Response().Write(body); werr != nil {
+		return fmt.Errorf("httpserver: write problem: %w", werr)
+	}
+	return nil
+}
+
+// errorHandler is the echo.HTTPErrorHandler of every server built by New.
+func errorHandler(err error, c echo.Context) {
+	if werr := Problem(c, err); werr != nil {
+		loggerOf(c).WarnContext(c.Request().Context(), "http: write error response", "error", werr)
+	}
+}
+
+// problemOf builds the problem for err; cause is non-nil when the error must
+// be logged as a fault of ours.
+func problemOf(c echo.Context, err error) (p ProblemDetails, cause error) {
+	req := c.Request()
+	p = ProblemDetails{
+		Instance:  req.URL.Path,
+		RequestID: observability.RequestID(req.Context()),
+	}
+	setStatus := func(status int, slug string) {
+		p.Status, p.Type, p.Title = status, ProblemTypeBase+slug, http.StatusText(status)
+	}
+
+	var (
+		appErr   *apperror.Error
+		httpErr  *echo.HTTPError
+		maxBytes *http.MaxBytesError
+	)
+	switch {
+	case errors.Is(err, context.Canceled) && req.Context().Err() != nil:
+		setStatus(StatusClientClosedRequest, SlugClientClosedRequest)
+		p.Title, p.Detail = "Client Closed Request", "The client closed the request."
+
+	case errors.As(err, &appErr) && appErr.Kind != apperror.KindInternal:
+		setStatus(StatusOf(appErr.Kind), appErr.Slug)
+		p.Detail, p.Errors = appErr.Detail, appErr.Fields
+		if appErr.Kind == apperror.KindInvalid && p.Errors == nil {
+			// Validation problems always carry the list, even if empty.
+			p.Errors = []apperror.FieldError{}
+		}
+
+	case errors.As(err, &maxBytes):
+		setStatus(http.StatusRequestEntityTooLarge, apperror.SlugPayloadTooLarge)
+		p.Detail = bodyTooLargeDetail(maxBytes.Limit)
+
+	case errors.As(err, &httpErr) && httpErr.Code >= http.StatusBadRequest:
+		setStatus(httpErr.Code, httpSlug(httpErr.Code))
+		if httpErr.Code >= http.StatusInternalServerError {
+			// Keep the status (a 503 stays a 503) but never the message.
+			p.Detail, cause = internalDetail, err
+			break
+		}
+		p.Detail = httpDetail(httpErr)
+
+	default:
+		setStatus(http.StatusInternalServerError, SlugInternal)
+		p.Detail = internalDetail
+		cause = err
+	}
+	return p, cause
+}
+
+func bodyTooLargeDetail(limit int64) string {
+	return fmt.Sprintf("The request body is larger than %d bytes.", limit)
+}
+
+// httpSlug names the problems raised by echo itself (router, middleware).
+func httpSlug(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return apperror.SlugMalformedRequest
+	case http.StatusNotFound:
+		return SlugNotFound
+	case http.StatusMethodNotAllowed:
+		return SlugMethodNotAllowed
+	case http.StatusRequestEntityTooLarge:
+		return apperror.SlugPayloadTooLarge
+	case http.StatusInternalServerError:
+		return SlugInternal
+	}
+	text := http.StatusText(status)
+	if text == "" {
+		return fmt.Sprintf("status-%d", status)
+	}
+	return strings.ToLower(strings.ReplaceAll(text, " ", "-"))
+}
+
+func httpDetail(he *echo.HTTPError) string {
+	switch he.Code {
+	case http.StatusNotFound:
+		return "No resource matches this path."
+	case http.StatusMethodNotAllowed:
+		return "This path does not support the method; see the Allow header."
+	case http.StatusRequestEntityTooLarge:
+		return "The request body is too large."
+	}
+	if msg, ok := he.Message.(string); ok && msg != http.StatusText(he.Code) {
+		return msg
+	}
+	return ""
+}
+
+func logProblem(c echo.Context, p ProblemDetails, cause error) {
+	ctx := c.Request().Context()
+	logger := loggerOf(c)
+	switch {
+	case cause != nil:
+		attrs := []any{"error", cause.Error(), "status", p.Status}
+		var pe *panicError
+		if errors.As(cause, &pe) {
+			attrs = append(attrs, "stack", string(pe.stack))
+		}
+		attrs = append(attrs, traceAttrs(ctx)...)
+		logger.ErrorContext(ctx, "http: internal error", attrs...)
+		// Record on the span too: the response hides the cause, the trace must not.
+		span := trace.SpanFromContext(ctx)
+		span.RecordError(cause)
+	case c.Response().Committed:
+		logger.WarnContext(ctx, "http: error after the response was committed", "status", p.Status, "detail", p.Detail)
+	}
+}
+
+// traceAttrs links a log line to its trace.
+func traceAttrs(ctx context.Context) []any {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return nil
+	}
+	return []any{"trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String()}
+}
+
+const loggerKey = "pin.httpserver.logger"
+
+// loggerOf returns the server's logger, which the request-id middleware
+// stores in the echo context.
+func loggerOf(c echo.Context) *slog.Logger {
+	if l, ok := c.Get(loggerKey).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}

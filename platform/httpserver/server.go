@@ -1,0 +1,70 @@
+// Package httpserver builds the service's Echo server: request ids, panic
+// recovery, a body limit, OpenTelemetry tracing, Prometheus metrics, an
+// access log, and one error handler that writes every error as
+// application/problem+json (RFC 9457). It also runs the server with
+// graceful shutdown and offers a strict JSON Bind.
+package httpserver
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/labstack/echo/otelecho"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ServiceName is the server name recorded on spans.
+const ServiceName = "pin"
+
+// New returns an Echo server with the platform middleware installed; modules
+// add their routes to it afterwards (routes added at any time are measured
+// and traced). A nil reg skips metric registration, a nil tp uses the global
+// tracer provider, a nil logger slog.Default().
+//
+// New panics when cfg does not pass Validate: the host validates its
+// configuration at start, so a bad value here is a programming error.
+//
+// Middleware order, outermost first: request id (so every later log line
+// carries it), tracing (the span covers everything below), metrics and
+// access log (it sees the final status because it renders errors itself),
+// panic recovery, body limit.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, tp trace.TracerProvider) *echo.Echo {
+	if err := cfg.Validate(); err != nil {
+		panic(fmt.Sprintf("httpserver.New: %v", err))
+	}
+	cfg = cfg.withDefaults()
+	limit, _ := ParseByteSize(cfg.BodyLimit) // checked by Validate
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = errorHandler
+	// Trust no X-Forwarded-For/X-Real-IP: without a configured proxy they are
+	// whatever the client says.
+	e.IPExtractor = echo.ExtractIPDirect()
+
+	e.Use(
+		requestID(logger),
+		otelecho.Middleware(ServiceName,
+			otelecho.WithTracerProvider(tp),
+			// W3C trace context is what the outbox writes into Kafka headers, so
+			// it is what we accept, whatever the global propagator is.
+			otelecho.WithPropagators(propagation.NewCompositeTextMapPropagator(
+				propagation.TraceContext{}, propagation.Baggage{})),
+		),
+		observe(logger, newHTTPMetrics(reg)),
+		recoverPanics(),
+		bodyLimit(limit),
+	)
+	return e
+}
