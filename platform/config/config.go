@@ -32,7 +32,7 @@ type Config struct {
 	ExpireMaxBatchesPerCycle int           `env:"PIN_EXPIRE_MAX_BATCHES_PER_CYCLE" envDefault:"1"`
 	ExpireCycleBudget        time.Duration `env:"PIN_EXPIRE_CYCLE_BUDGET" envDefault:"30s"`
 
-	OutboxPollInterval time.Duration `env:"PIN_OUTBOX_POLL_INTERVAL" envDefault:"100ms"`
+	OutboxPollInterval time.Duration `env:"PIN_OUTBOX_POLL_INTERVAL" envDefault:"50ms"`
 	OutboxRetention    time.Duration `env:"PIN_OUTBOX_RETENTION" envDefault:"168h"`
 
 	ShutdownTimeout time.Duration `env:"PIN_SHUTDOWN_TIMEOUT" envDefault:"30s"`

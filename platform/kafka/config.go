@@ -1,0 +1,56 @@
+// Package kafka holds what the service needs to speak to Kafka: the Sarama
+// producer configuration, the record layout of outbox messages (Marshaler)
+// and an embedded Kafka-protocol broker for `pin dev`.
+package kafka
+
+import (
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// ProducerConfig returns the Sarama configuration of the outbox forwarder's
+// synchronous producer:
+//
+//   - Version 2.1: record headers need at least 0.11;
+//   - acks from all in-sync replicas and the idempotent producer, so a retry
+//     inside Sarama neither loses nor duplicates nor reorders a record;
+//   - one request in flight per broker (required by idempotence, and it
+//     keeps per-partition order);
+//   - Kafka's default partitioner (murmur2 of the key), so a key lands on
+//     the partition a Java or librdkafka producer would choose;
+//   - short retries and timeouts: a broker that is down is reported to the
+//     forwarder within seconds, which then backs off as a whole instead of
+//     holding an outbox transaction open.
+func ProducerConfig(clientID string) *sarama.Config {
+	c := sarama.NewConfig()
+	c.ClientID = clientID
+	c.Version = sarama.V2_1_0_0
+
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Idempotent = true
+	c.Net.MaxOpenRequests = 1
+	c.Producer.Return.Successes = true
+	c.Producer.Return.Errors = true
+	c.Producer.Retry.Max = 3
+	c.Producer.Retry.Backoff = 100 * time.Millisecond
+	c.Producer.Timeout = 10 * time.Second
+	c.Producer.Partitioner = NewPartitioner
+
+	c.Net.DialTimeout = 3 * time.Second
+	c.Net.ReadTimeout = 10 * time.Second
+	c.Net.WriteTimeout = 10 * time.Second
+	c.Metadata.Retry.Max = 2
+	c.Metadata.Retry.Backoff = 250 * time.Millisecond
+	// Only the topics in use, not the whole cluster's metadata.
+	c.Metadata.Full = false
+	return c
+}
+
+// NewPartitioner is Kafka's default partitioner for keyed records:
+// partition = (murmur2(key) & 0x7fffffff) % partitions, as in the Java
+// client. Records without a key go to a random partition.
+var NewPartitioner sarama.PartitionerConstructor = sarama.NewCustomPartitioner(
+	sarama.WithAbsFirst(),
+	sarama.WithCustomHashFunction(newMurmur2),
+)

@@ -1,0 +1,74 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// Metadata keys of an outbox message that become the Kafka record's key and
+// headers. platform/outbox re-exports them as its Meta* constants.
+const (
+	MetaPartitionKey    = "partition_key"
+	MetaEventType       = "event_type"
+	MetaContractVersion = "contract_version"
+	MetaCorrelationID   = "correlation_id"
+	MetaTraceparent     = "traceparent"
+)
+
+// Record header names. These and nothing else go on the wire
+// (docs/contracts: message_id, event_type, contract_version, correlation_id,
+// traceparent when a trace is active).
+const (
+	HeaderMessageID       = "message_id"
+	HeaderEventType       = "event_type"
+	HeaderContractVersion = "contract_version"
+	HeaderCorrelationID   = "correlation_id"
+	HeaderTraceparent     = "traceparent"
+)
+
+// ErrNoPartitionKey is returned for a message without the partition_key
+// metadata: without a key the per-purchase order would be lost, so such a
+// message is never published.
+var ErrNoPartitionKey = errors.New("kafka: message has no partition_key metadata")
+
+// ErrNoMessageID is returned for a message with an empty UUID.
+var ErrNoMessageID = errors.New("kafka: message has no id")
+
+// Marshaler lays an outbox message out as a Kafka record: key = the
+// partition_key metadata, value = the payload untouched, headers =
+// message_id (the message UUID) and the event_type, contract_version,
+// correlation_id and traceparent metadata. Other metadata stays behind;
+// empty values are left out (traceparent is absent without a trace).
+type Marshaler struct{}
+
+// Marshal implements watermill-kafka's Marshaler.
+func (Marshaler) Marshal(topic string, msg *message.Message) (*sarama.ProducerMessage, error) {
+	if msg.UUID == "" {
+		return nil, ErrNoMessageID
+	}
+	key := msg.Metadata.Get(MetaPartitionKey)
+	if key == "" {
+		return nil, fmt.Errorf("message %s: %w", msg.UUID, ErrNoPartitionKey)
+	}
+	headers := make([]sarama.RecordHeader, 0, 5)
+	headers = append(headers, sarama.RecordHeader{Key: []byte(HeaderMessageID), Value: []byte(msg.UUID)})
+	for _, h := range []struct{ meta, header string }{
+		{MetaEventType, HeaderEventType},
+		{MetaContractVersion, HeaderContractVersion},
+		{MetaCorrelationID, HeaderCorrelationID},
+		{MetaTraceparent, HeaderTraceparent},
+	} {
+		if v := msg.Metadata.Get(h.meta); v != "" {
+			headers = append(headers, sarama.RecordHeader{Key: []byte(h.header), Value: []byte(v)})
+		}
+	}
+	return &sarama.ProducerMessage{
+		Topic:   topic,
+		Key:     sarama.StringEncoder(key),
+		Value:   sarama.ByteEncoder(msg.Payload),
+		Headers: headers,
+	}, nil
+}

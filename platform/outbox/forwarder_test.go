@@ -1,0 +1,306 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/postgres"
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+func TestForwardEndToEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	brokers := testbed.NewKafka(t, topic)
+	tp := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	pub, err := outbox.NewPublisher(b.logger, tp)
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers}, reg)
+
+	purchaseID := uuid.NewString()
+	msg := event(purchaseID, 1)
+	msg.Metadata.Set(outbox.MetaCorrelationID, "run-7")
+	msg.Metadata.Set("internal_note", "stays in the outbox")
+	ctx, span := tp.Tracer("test").Start(b.ctx, "expire cycle")
+	require.NoError(t, postgres.InTx(ctx, b.db.Gorm, func(tx postgres.Tx) error {
+		return pub.Publish(ctx, tx, topic, msg)
+	}))
+	span.End()
+
+	c := newConsumer(t, brokers)
+	rec := c.until(t, 1)[0]
+	require.Equal(t, topic, rec.Topic)
+	require.Equal(t, purchaseID, string(rec.Key))
+	require.Equal(t, string(msg.Payload), string(rec.Value))
+	require.Equal(t, map[string]string{
+		"message_id":       msg.UUID,
+		"event_type":       "pin.promotion.purchase-changed",
+		"contract_version": "1",
+		"correlation_id":   "run-7",
+		"traceparent":      msg.Metadata.Get(outbox.MetaTraceparent),
+	}, headers(rec))
+	require.Len(t, rec.Headers, 5, "no other headers")
+	require.Contains(t, headers(rec)["traceparent"], span.SpanContext().TraceID().String())
+
+	// Kafka's default partitioner decides the partition from the key.
+	want := kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: rec.Key}, testbed.KafkaPartitions)
+	require.Equal(t, int32(want), rec.Partition)
+
+	waitFor(t, "backlog to drain", func() bool { n, _, _ := b.stats(t); return n == 0 })
+	require.Equal(t, 1.0, metricValue(t, reg, "pin_outbox_published_total"))
+	c.quiet(t, 300*time.Millisecond)
+}
+
+func TestForwardKeepsOrderPerKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	brokers := testbed.NewKafka(t, topic)
+	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers, BatchSize: 7}, nil)
+
+	const keys, perKey = 12, 25
+	var wg sync.WaitGroup
+	for k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("purchase-%02d", k)
+			for seq := 1; seq <= perKey; seq++ {
+				b.publish(t, event(key, seq)) // one transaction per event, writers racing
+			}
+		}()
+	}
+	wg.Wait()
+
+	records := newConsumer(t, brokers).until(t, keys*perKey)
+	seen := requireOrderedPerKey(t, records)
+	require.Len(t, seen, keys*perKey)
+	for id, n := range seen {
+		require.Equal(t, 1, n, "message %s forwarded twice without any failure", id)
+	}
+}
+
+func TestForwarderWaitsForBrokerAndResumesInOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	port := freePort(t)
+	brokers := []string{fmt.Sprintf("127.0.0.1:%d", port)}
+	reg := prometheus.NewRegistry()
+	b.startForwarder(t, outbox.ForwarderConfig{
+		Brokers: brokers, ReconnectBackoff: 50 * time.Millisecond, MaxReconnectBackoff: 300 * time.Millisecond,
+	}, reg)
+
+	// No broker: publishing is just a database insert and never waits.
+	for seq := 1; seq <= 20; seq++ {
+		start := time.Now()
+		b.publish(t, event("purchase-a", seq), event("purchase-b", seq))
+		require.Less(t, time.Since(start), 2*time.Second)
+	}
+	time.Sleep(500 * time.Millisecond) // let the forwarder fail a few times
+	backlog, _, _ := b.stats(t)
+	require.EqualValues(t, 40, backlog, "nothing is acknowledged while the broker is down")
+
+	// The broker comes up: everything goes out, in order.
+	cluster := startKfakeOn(t, port)
+	records := newConsumer(t, brokers).until(t, 40)
+	seen := requireOrderedPerKey(t, records)
+	require.Len(t, seen, 40)
+	waitFor(t, "backlog to drain", func() bool { n, _, _ := b.stats(t); return n == 0 })
+
+	// It goes away again (all its data with it) and comes back on the same
+	// port: what was published meanwhile is delivered after the restart.
+	cluster.Close()
+	for seq := 21; seq <= 30; seq++ {
+		b.publish(t, event("purchase-a", seq))
+	}
+	time.Sleep(300 * time.Millisecond)
+	startKfakeOn(t, port)
+	records = newConsumer(t, brokers).until(t, 10)
+	seen = requireOrderedPerKey(t, records)
+	require.Len(t, seen, 10)
+	_, first := seqOf(t, records[0])
+	require.Equal(t, 21, first)
+	require.Positive(t, metricValue(t, reg, "pin_outbox_publish_errors_total"))
+}
+
+func startKfakeOn(tb testing.TB, port int) *kfake.Cluster {
+	tb.Helper()
+	var (
+		c   *kfake.Cluster
+		err error
+	)
+	// The port was just released; retry briefly in case it lingers.
+	for range 50 {
+		c, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(testbed.KafkaPartitions, topic))
+		if err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.NoError(tb, err)
+	tb.Cleanup(c.Close)
+	return c
+}
+
+func TestTwoForwardersShareTheOutbox(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	brokers := testbed.NewKafka(t, topic)
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	stopA := b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers, BatchSize: 5}, regA)
+	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers, BatchSize: 5}, regB)
+
+	const n = 150
+	for i := range n / 3 {
+		b.publish(t, event("p1", i), event("p2", i), event("p3", i))
+	}
+	c := newConsumer(t, brokers)
+	seen := requireOrderedPerKey(t, c.until(t, n))
+	require.Len(t, seen, n)
+	for id, k := range seen {
+		require.Equal(t, 1, k, "message %s forwarded twice", id)
+	}
+	published := metricValue(t, regA, "pin_outbox_published_total") +
+		metricValue(t, regB, "pin_outbox_published_total")
+	require.Equal(t, float64(n), published)
+
+	// One of them stops; the other carries on alone.
+	stopA()
+	for i := n / 3; i < n/3+10; i++ {
+		b.publish(t, event("p1", i))
+	}
+	seen = requireOrderedPerKey(t, c.until(t, n+10))
+	require.Len(t, seen, n+10)
+}
+
+func TestPoisonMessageIsDeadLetteredAndTheNextOneFlows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	brokers := testbed.NewKafka(t, topic)
+	reg := prometheus.NewRegistry()
+
+	good1 := event("purchase-1", 1)
+	b.publish(t, good1)
+	// A message without a partition key gets past no Publisher; write it as
+	// an older release or a manual insert could have.
+	poison := event("purchase-1", 2)
+	poison.Metadata.Set(outbox.MetaPartitionKey, "")
+	insertRaw(t, b, poison)
+	// And a row that is not a forwarder envelope at all.
+	_, err := b.db.SQL.Exec(`INSERT INTO `+outbox.TableName(topic)+
+		` (uuid, payload, metadata, transaction_id) VALUES ($1, '{"foo":1}', '{}', pg_current_xact_id())`, uuid.NewString())
+	require.NoError(t, err)
+	good2 := event("purchase-1", 3)
+	b.publish(t, good2)
+
+	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers, MaxAttempts: 3, RetryBackoff: 10 * time.Millisecond}, reg)
+
+	records := newConsumer(t, brokers).until(t, 2)
+	require.Equal(t, good1.UUID, headers(records[0])["message_id"])
+	require.Equal(t, good2.UUID, headers(records[1])["message_id"])
+
+	waitFor(t, "backlog to drain", func() bool { n, _, _ := b.stats(t); return n == 0 })
+	_, _, dead := b.stats(t)
+	require.EqualValues(t, 2, dead)
+
+	rows, err := b.db.SQL.Query(`SELECT COALESCE(message_id, ''), error, attempts, outbox_offset > 0
+		FROM `+outbox.DeadLetterTable+` WHERE topic = $1 ORDER BY id`, topic)
+	require.NoError(t, err)
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var id, msg string
+		var attempts int
+		var hasOffset bool
+		require.NoError(t, rows.Scan(&id, &msg, &attempts, &hasOffset))
+		require.Equal(t, 3, attempts)
+		require.True(t, hasOffset)
+		got = append(got, id+" | "+msg)
+	}
+	require.Len(t, got, 2)
+	require.Contains(t, got[0], poison.UUID)
+	require.Contains(t, got[0], "partition_key")
+	require.Contains(t, got[1], "envelope")
+	require.Equal(t, 3.0, metricValue(t, reg, "pin_outbox_publish_errors_total"),
+		"only the poison message reached the producer (three attempts)")
+	require.Equal(t, 2.0, metricValue(t, reg, "pin_outbox_published_total"))
+}
+
+// insertRaw writes msg through the forwarder's envelope without the
+// Publisher's checks.
+func insertRaw(tb testing.TB, b testBundle, msg *message.Message) {
+	tb.Helper()
+	env := fmt.Sprintf(`{"destination_topic":%q,"uuid":%q,"payload":null,"metadata":{"partition_key":""}}`, topic, msg.UUID)
+	_, err := b.db.SQL.Exec(`INSERT INTO `+outbox.TableName(topic)+
+		` (uuid, payload, metadata, transaction_id) VALUES ($1, $2, '{}', pg_current_xact_id())`, uuid.NewString(), env)
+	require.NoError(tb, err)
+}
+
+// metricValue sums the series of one metric family in reg (0 when absent).
+func metricValue(tb testing.TB, reg *prometheus.Registry, name string) float64 {
+	tb.Helper()
+	families, err := reg.Gather()
+	require.NoError(tb, err)
+	var v float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			v += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return v
+}
+
+func TestForwarderServesSeveralTopics(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const other = "pin.test.other-topic.v1"
+	// A second topic's tables, made the way its migration would be.
+	qs, err := outbox.SchemaAdapter(0).SchemaInitializingQueries(watermillsql.SchemaInitializingQueriesParams{Topic: other})
+	require.NoError(t, err)
+	oqs, err := outbox.OffsetsAdapter().SchemaInitializingQueries(watermillsql.OffsetsSchemaInitializingQueriesParams{Topic: other})
+	require.NoError(t, err)
+	for _, q := range append(qs, oqs...) {
+		_, err := b.db.SQL.Exec(q.Query, q.Args...)
+		require.NoError(t, err)
+	}
+	require.Equal(t, `outbox."pin_test_other_topic_v1"`, outbox.TableName(other))
+
+	brokers := testbed.NewKafka(t, topic, other)
+	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers, Topics: []string{topic, other}}, nil)
+	a, o := event("p", 1), event("p", 1)
+	require.NoError(t, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+		if err := b.pub.Publish(b.ctx, tx, topic, a); err != nil {
+			return err
+		}
+		return b.pub.Publish(b.ctx, tx, other, o)
+	}))
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic, other),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	got := map[string]string{}
+	ctx, cancel := context.WithTimeout(context.Background(), testbed.ForwardDeadline)
+	defer cancel()
+	for len(got) < 2 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[r.Topic] = headers(r)["message_id"] })
+	}
+	require.Equal(t, map[string]string{topic: a.UUID, other: o.UUID}, got)
+}

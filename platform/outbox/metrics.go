@@ -1,0 +1,153 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// counters are the forwarder's publish counters, shared by every forwarder
+// registered with one registry.
+type counters struct {
+	published *prometheus.CounterVec
+	errors    *prometheus.CounterVec
+}
+
+func registerCounters(reg prometheus.Registerer) (*counters, error) {
+	published, err := registerOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pin_outbox_published_total",
+		Help: "Outbox messages the forwarder published to Kafka (acknowledged by the broker).",
+	}, []string{"topic"}))
+	if err != nil {
+		return nil, err
+	}
+	failed, err := registerOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pin_outbox_publish_errors_total",
+		Help: "Failed attempts to publish an outbox message to Kafka (broker down, rejected or unencodable message).",
+	}, []string{"topic"}))
+	if err != nil {
+		return nil, err
+	}
+	return &counters{published: published, errors: failed}, nil
+}
+
+func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		var zero C
+		return zero, err
+	}
+	return c, nil
+}
+
+// MetricsConfig says which outbox tables the metrics describe.
+type MetricsConfig struct {
+	// Topics are the Kafka topics with an outbox table.
+	Topics []string
+	// ConsumerGroup is the forwarder's consumer group (default ConsumerGroup).
+	ConsumerGroup string
+	// Logger reports failed scrapes (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// RegisterMetrics registers the gauges computed from the database at each
+// scrape, per topic:
+//
+//   - pin_outbox_backlog_messages: committed rows after the consumer
+//     group's acknowledged position (not yet forwarded);
+//   - pin_outbox_oldest_message_age_seconds: age of the oldest of them, 0
+//     when there is none;
+//   - pin_outbox_dead_letters: rows in the dead-letter table.
+//
+// NewForwarder calls it; calling it again with the same registry is a no-op.
+func RegisterMetrics(db *sql.DB, reg prometheus.Registerer, cfg MetricsConfig) error {
+	if cfg.ConsumerGroup == "" {
+		cfg.ConsumerGroup = ConsumerGroup
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	for _, t := range cfg.Topics {
+		if err := checkTopic(t); err != nil {
+			return err
+		}
+	}
+	_, err := registerOrReuse[prometheus.Collector](reg, &backlogCollector{db: db, cfg: cfg})
+	return err
+}
+
+var (
+	backlogDesc = prometheus.NewDesc("pin_outbox_backlog_messages",
+		"Committed outbox messages not yet forwarded to Kafka.", []string{"topic"}, nil)
+	oldestDesc = prometheus.NewDesc("pin_outbox_oldest_message_age_seconds",
+		"Age of the oldest outbox message not yet forwarded to Kafka; 0 when none.", []string{"topic"}, nil)
+	deadLettersDesc = prometheus.NewDesc("pin_outbox_dead_letters",
+		"Outbox messages in the dead-letter table (gave up after bounded retries).", []string{"topic"}, nil)
+)
+
+// backlogCollector queries the outbox at scrape time. Its descriptors are
+// fixed, so registering a second one on the same registry reports
+// AlreadyRegisteredError and RegisterMetrics keeps the first.
+type backlogCollector struct {
+	db  *sql.DB
+	cfg MetricsConfig
+}
+
+func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- backlogDesc
+	ch <- oldestDesc
+	ch <- deadLettersDesc
+}
+
+func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, topic := range c.cfg.Topics {
+		backlog, age, dead, err := Stats(ctx, c.db, topic, c.cfg.ConsumerGroup)
+		if err != nil {
+			c.cfg.Logger.WarnContext(ctx, "outbox metrics: query failed", "topic", topic, "err", err)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(backlog), topic)
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age.Seconds(), topic)
+		ch <- prometheus.MustNewConstMetric(deadLettersDesc, prometheus.GaugeValue, float64(dead), topic)
+	}
+}
+
+// Stats returns, for the outbox of topic, the number of committed messages
+// after the consumer group's acknowledged position, the age of the oldest of
+// them, and the number of dead letters.
+func Stats(ctx context.Context, db *sql.DB, topic, consumerGroup string) (backlog int64, oldest time.Duration, deadLetters int64, err error) {
+	if err := checkTopic(topic); err != nil {
+		return 0, 0, 0, err
+	}
+	var ageSeconds float64
+	// created_at is UTC: sessions run with TimeZone=UTC (postgres.Open).
+	err = db.QueryRowContext(ctx, `
+		SELECT count(*),
+		       COALESCE(EXTRACT(EPOCH FROM (now() AT TIME ZONE 'UTC') - min(m.created_at)), 0)::float8
+		FROM `+TableName(topic)+` m
+		WHERE NOT EXISTS (
+			SELECT 1 FROM `+OffsetsTableName(topic)+` o
+			WHERE o.consumer_group = $1
+			  AND (m.transaction_id, m."offset") <= (o.last_processed_transaction_id, COALESCE(o.offset_acked, 0)))`,
+		consumerGroup).Scan(&backlog, &ageSeconds)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	err = db.QueryRowContext(ctx,
+		`SELECT count(*) FROM `+DeadLetterTable+` WHERE topic = $1`, topic).Scan(&deadLetters)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return backlog, time.Duration(max(ageSeconds, 0) * float64(time.Second)), deadLetters, nil
+}

@@ -1,0 +1,146 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/ThreeDotsLabs/watermill"
+	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/components/forwarder"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pinmarket/pin/platform/observability"
+	"github.com/pinmarket/pin/platform/postgres"
+)
+
+const instrumentation = "github.com/pinmarket/pin/platform/outbox"
+
+// Publisher writes messages into the outbox inside the caller's transaction,
+// so an event is stored if and only if the change it describes commits.
+// It is safe for concurrent use.
+type Publisher struct {
+	logger watermill.LoggerAdapter
+	tracer trace.Tracer
+	schema watermillsql.DefaultPostgreSQLSchema
+}
+
+// NewPublisher returns a Publisher that logs to logger and traces with tp.
+func NewPublisher(logger *slog.Logger, tp trace.TracerProvider) (*Publisher, error) {
+	if logger == nil {
+		return nil, errors.New("outbox: NewPublisher: nil logger")
+	}
+	if tp == nil {
+		return nil, errors.New("outbox: NewPublisher: nil tracer provider")
+	}
+	return &Publisher{
+		logger: watermillLogger(logger),
+		tracer: tp.Tracer(instrumentation),
+		schema: SchemaAdapter(0),
+	}, nil
+}
+
+// Publish inserts msgs into the outbox table of kafkaTopic inside tx.
+//
+// Every message needs a UUID (the event's messageId) and the
+// MetaPartitionKey, MetaEventType and MetaContractVersion metadata; a
+// message without them is refused here rather than dead-lettered later.
+// Publish sets the message context to ctx, injects the W3C traceparent of a
+// span it starts for the publication, and fills MetaCorrelationID from ctx
+// (observability.CorrelationID) when the caller has not, falling back to the
+// message UUID so that the header is never empty.
+func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic string, msgs ...*message.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := checkTopic(kafkaTopic); err != nil {
+		return err
+	}
+	if tx.Exec == nil {
+		return errors.New("outbox: publish outside a transaction")
+	}
+	ctx, span := p.tracer.Start(ctx, "outbox publish "+kafkaTopic,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.destination.name", kafkaTopic),
+			attribute.String("messaging.operation.type", "create"),
+			attribute.Int("messaging.batch.message_count", len(msgs)),
+		))
+	defer span.End()
+
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	traceparent := carrier.Get(MetaTraceparent)
+	correlationID := observability.CorrelationID(ctx)
+
+	for _, msg := range msgs {
+		if err := checkMessage(msg); err != nil {
+			return p.fail(span, kafkaTopic, err)
+		}
+		if traceparent != "" {
+			msg.Metadata.Set(MetaTraceparent, traceparent)
+		}
+		if msg.Metadata.Get(MetaCorrelationID) == "" {
+			id := correlationID
+			if id == "" {
+				id = msg.UUID
+			}
+			msg.Metadata.Set(MetaCorrelationID, id)
+		}
+		msg.SetContext(ctx)
+	}
+	if len(msgs) == 1 {
+		span.SetAttributes(attribute.String("messaging.message.id", msgs[0].UUID))
+	}
+
+	// A watermill-sql publisher bound to this transaction, wrapped by the
+	// forwarder's publisher: the row holds an envelope naming the Kafka
+	// topic, which the Forwarder unwraps.
+	sqlPub, err := watermillsql.NewPublisher(tx.Exec, watermillsql.PublisherConfig{
+		SchemaAdapter:        p.schema,
+		AutoInitializeSchema: false,
+	}, p.logger)
+	if err != nil {
+		return p.fail(span, kafkaTopic, err)
+	}
+	fwd := forwarder.NewPublisher(sqlPub, forwarder.PublisherConfig{ForwarderTopic: kafkaTopic})
+	if err := fwd.Publish(kafkaTopic, msgs...); err != nil {
+		return p.fail(span, kafkaTopic, err)
+	}
+	return nil
+}
+
+func (p *Publisher) fail(span trace.Span, topic string, err error) error {
+	span.RecordError(err)
+	span.SetStatus(codes.Error, "outbox publish failed")
+	return fmt.Errorf("outbox: publish to %s: %w", topic, err)
+}
+
+func checkMessage(msg *message.Message) error {
+	if msg == nil {
+		return errors.New("nil message")
+	}
+	if msg.UUID == "" {
+		return errors.New("message without UUID")
+	}
+	for _, key := range []string{MetaPartitionKey, MetaEventType, MetaContractVersion} {
+		if msg.Metadata.Get(key) == "" {
+			return fmt.Errorf("message %s: metadata %s is required", msg.UUID, key)
+		}
+	}
+	return nil
+}
+
+// watermillLogger adapts slog for watermill, turning its chatty info logs
+// (handler started, subscribing) into debug.
+func watermillLogger(logger *slog.Logger) watermill.LoggerAdapter {
+	return watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{
+		slog.LevelInfo: slog.LevelDebug,
+	})
+}

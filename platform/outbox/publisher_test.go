@@ -1,0 +1,173 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/pinmarket/pin/platform/observability"
+	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/postgres"
+)
+
+func (b testBundle) rows(tb testing.TB) int {
+	tb.Helper()
+	var n int
+	require.NoError(tb, b.db.SQL.QueryRow(`SELECT count(*) FROM `+outbox.TableName(topic)).Scan(&n))
+	return n
+}
+
+func TestPublishCommitsWithTheTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	msg := event("purchase-1", 1)
+	b.publish(t, msg)
+	require.Equal(t, 1, b.rows(t))
+
+	// The row holds the forwarder's envelope: destination topic, the
+	// message's own id, payload and metadata.
+	var raw []byte
+	require.NoError(t, b.db.SQL.QueryRow(`SELECT payload FROM `+outbox.TableName(topic)).Scan(&raw))
+	var env struct {
+		DestinationTopic string            `json:"destination_topic"`
+		UUID             string            `json:"uuid"`
+		Payload          []byte            `json:"payload"`
+		Metadata         map[string]string `json:"metadata"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &env))
+	require.Equal(t, topic, env.DestinationTopic)
+	require.Equal(t, msg.UUID, env.UUID)
+	require.JSONEq(t, string(msg.Payload), string(env.Payload))
+	require.Equal(t, "purchase-1", env.Metadata[outbox.MetaPartitionKey])
+	require.Equal(t, msg.UUID, env.Metadata[outbox.MetaCorrelationID], "no request or run id: the message id")
+	require.NotContains(t, env.Metadata, outbox.MetaTraceparent, "no active trace")
+}
+
+func TestPublishRollsBackWithTheTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	boom := errors.New("use case failed")
+
+	err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+		require.NoError(t, b.pub.Publish(b.ctx, tx, topic, event("purchase-1", 1), event("purchase-2", 1)))
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.Zero(t, b.rows(t))
+}
+
+func TestPublishRefusesIncompleteMessages(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	for _, key := range []string{outbox.MetaPartitionKey, outbox.MetaEventType, outbox.MetaContractVersion} {
+		msg := event("purchase-1", 1)
+		msg.Metadata.Set(key, "")
+		err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+			return b.pub.Publish(b.ctx, tx, topic, event("purchase-1", 0), msg)
+		})
+		require.ErrorContains(t, err, key)
+	}
+	require.ErrorContains(t, b.pub.Publish(b.ctx, postgres.Tx{}, topic, event("k", 1)), "outside a transaction")
+	err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+		return b.pub.Publish(b.ctx, tx, "bad topic;drop", event("k", 1))
+	})
+	require.Error(t, err)
+	require.Zero(t, b.rows(t))
+}
+
+func TestPublishCarriesTraceAndCorrelation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tp := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	pub, err := outbox.NewPublisher(b.logger, tp)
+	require.NoError(t, err)
+
+	ctx, span := tp.Tracer("test").Start(observability.WithRequestID(b.ctx, "req-42"), "use case")
+	defer span.End()
+	msg := event("purchase-1", 1)
+	require.NoError(t, postgres.InTx(ctx, b.db.Gorm, func(tx postgres.Tx) error {
+		return pub.Publish(ctx, tx, topic, msg)
+	}))
+
+	require.Equal(t, "req-42", msg.Metadata.Get(outbox.MetaCorrelationID))
+	require.Equal(t, span.SpanContext().TraceID(), spanContextOf(msg.Context()).TraceID(), "SetContext(ctx)")
+	carried := propagation.TraceContext{}.Extract(context.Background(),
+		propagation.MapCarrier{"traceparent": msg.Metadata.Get(outbox.MetaTraceparent)})
+	sc := spanContextOf(carried)
+	require.True(t, sc.IsValid())
+	require.Equal(t, span.SpanContext().TraceID(), sc.TraceID(), "the publication is part of the caller's trace")
+	require.NotEqual(t, span.SpanContext().SpanID(), sc.SpanID(), "the traceparent is the publication's own span")
+}
+
+// TestMigrationMatchesWatermillSchema compares the migrated outbox tables
+// with the ones watermill-sql itself would create, column by column, so an
+// upgrade of watermill that changes its schema fails here and not in
+// production.
+func TestMigrationMatchesWatermillSchema(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	_, err := b.db.SQL.Exec(`CREATE SCHEMA wm_reference`)
+	require.NoError(t, err)
+	schema := watermillsql.DefaultPostgreSQLSchema{
+		GenerateMessagesTableName: func(string) string { return `wm_reference.messages` },
+	}
+	offsets := watermillsql.DefaultPostgreSQLOffsetsAdapter{
+		GenerateMessagesOffsetsTableName: func(string) string { return `wm_reference.messages_offsets` },
+	}
+	qs, err := schema.SchemaInitializingQueries(watermillsql.SchemaInitializingQueriesParams{Topic: topic})
+	require.NoError(t, err)
+	oqs, err := offsets.SchemaInitializingQueries(watermillsql.OffsetsSchemaInitializingQueriesParams{Topic: topic})
+	require.NoError(t, err)
+	for _, q := range append(qs, oqs...) {
+		_, err := b.db.SQL.Exec(q.Query, q.Args...)
+		require.NoError(t, err, q.Query)
+	}
+
+	for ours, theirs := range map[string][2]string{
+		"pin_promotion_purchase_changed_v1":         {"wm_reference", "messages"},
+		"pin_promotion_purchase_changed_v1_offsets": {"wm_reference", "messages_offsets"},
+	} {
+		require.Equal(t, describe(t, b, theirs[0], theirs[1]), describe(t, b, "outbox", ours), ours)
+	}
+	require.Equal(t, `outbox."pin_promotion_purchase_changed_v1"`, outbox.TableName(topic))
+	require.Equal(t, `outbox."pin_promotion_purchase_changed_v1_offsets"`, outbox.OffsetsTableName(topic))
+}
+
+// describe lists a table's columns (name, type, nullability, default with
+// the table's own name taken out) and primary key.
+func describe(tb testing.TB, b testBundle, schema, table string) []string {
+	tb.Helper()
+	rows, err := b.db.SQL.Query(`
+		SELECT column_name || ' ' || data_type || ' ' || is_nullable || ' ' ||
+		       COALESCE(regexp_replace(column_default, 'nextval\(.*\)', 'nextval'), '-')
+		FROM information_schema.columns
+		WHERE table_schema = $1 AND table_name = $2
+		UNION ALL
+		SELECT 'pk ' || string_agg(a.attname, ',' ORDER BY k.ord)
+		FROM pg_index i
+		CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+		WHERE i.indisprimary AND i.indrelid = (quote_ident($1) || '.' || quote_ident($2))::regclass
+		ORDER BY 1`, schema, table)
+	require.NoError(tb, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(tb, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(tb, rows.Err())
+	require.NotEmpty(tb, out)
+	return out
+}

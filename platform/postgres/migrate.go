@@ -1,0 +1,117 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/pinmarket/pin/migrations"
+)
+
+// MigrationProvider returns a goose provider over the embedded migrations
+// (package migrations) for db. It takes a PostgreSQL session advisory lock
+// around up and down, so several processes may migrate the same database at
+// once: one applies, the others wait and find nothing left to do.
+func MigrationProvider(db *sql.DB) (*goose.Provider, error) {
+	locker, err := lock.NewPostgresSessionLocker(
+		// Retry every second for up to five minutes: the lock is held only
+		// while another process applies migrations.
+		lock.WithLockTimeout(1, 300),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: migration lock: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
+		goose.WithSessionLocker(locker),
+		goose.WithDisableGlobalRegistry(true),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: migrations: %w", err)
+	}
+	return p, nil
+}
+
+// Migrate applies every pending migration. It is idempotent.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	p, err := MigrationProvider(db)
+	if err != nil {
+		return err
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("postgres: migrate up: %w", err)
+	}
+	return nil
+}
+
+// Ready reports whether the database is reachable and has no pending
+// migration; it backs GET /readyz.
+func Ready(ctx context.Context, db *sql.DB) error {
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("postgres: unreachable: %w", err)
+	}
+	p, err := MigrationProvider(db)
+	if err != nil {
+		return err
+	}
+	pending, err := p.HasPending(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: migration status: %w", err)
+	}
+	if pending {
+		return errors.New("postgres: migrations are pending")
+	}
+	return nil
+}
+
+// EnsureDatabase creates the database named in url when it does not exist
+// yet, connecting to the "postgres" maintenance database of the same server
+// with the same credentials. It is safe to call from several processes at
+// once. `pin dev` uses it so that a bare PostgreSQL is enough.
+func EnsureDatabase(ctx context.Context, url string) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("postgres: parse database URL: %w", err)
+	}
+	name := cfg.Database
+	if name == "" || name == "postgres" {
+		return nil
+	}
+	maint := cfg.Copy()
+	maint.Database = "postgres"
+	db := stdlib.OpenDB(*maint)
+	defer db.Close()
+
+	var exists bool
+	err = db.QueryRowContext(ctx,
+		`SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists)
+	if err != nil {
+		return fmt.Errorf("postgres: ensure database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	_, err = db.ExecContext(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	if err != nil && !isDuplicateDatabase(err) {
+		return fmt.Errorf("postgres: create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// isDuplicateDatabase reports whether err says that a concurrent CREATE
+// DATABASE won the race.
+func isDuplicateDatabase(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	// 42P04 duplicate_database; 23505 when both inserts reach pg_database's
+	// unique index at the same moment.
+	return pgErr.Code == "42P04" || pgErr.Code == "23505"
+}

@@ -1,0 +1,202 @@
+package postgres_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/pinmarket/pin/platform/postgres"
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+const outboxTable = `outbox."pin_promotion_purchase_changed_v1"`
+
+type testBundle struct {
+	db  *testbed.Database
+	ctx context.Context
+}
+
+func setup(tb testing.TB) testBundle {
+	tb.Helper()
+	db := testbed.NewDatabase(tb)
+	_, err := db.SQL.Exec(`CREATE TABLE items (id int PRIMARY KEY, xid xid8 NOT NULL DEFAULT pg_current_xact_id())`)
+	require.NoError(tb, err)
+	return testBundle{db: db, ctx: context.Background()}
+}
+
+func (b testBundle) count(tb testing.TB, table string) int {
+	tb.Helper()
+	var n int
+	require.NoError(tb, b.db.SQL.QueryRow("SELECT count(*) FROM "+table).Scan(&n))
+	return n
+}
+
+// insertOutbox writes an outbox row the way watermill-sql's publisher does:
+// through the executor, stamped with the current transaction id.
+func insertOutbox(ctx context.Context, tx postgres.Tx) error {
+	_, err := tx.Exec.ExecContext(ctx,
+		`INSERT INTO `+outboxTable+` (uuid, payload, metadata, transaction_id) VALUES ($1, $2, $3, pg_current_xact_id())`,
+		"00000000-0000-0000-0000-000000000001", []byte(`{}`), []byte(`{}`))
+	return err
+}
+
+func TestInTxCommits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+		if err := tx.DB.Exec("INSERT INTO items (id) VALUES (1)").Error; err != nil {
+			return err
+		}
+		return insertOutbox(b.ctx, tx)
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, b.count(t, "items"))
+	require.Equal(t, 1, b.count(t, outboxTable))
+
+	// Both writes carry the same transaction id: one transaction, two views.
+	var same bool
+	require.NoError(t, b.db.SQL.QueryRow(
+		`SELECT (SELECT xid FROM items) = (SELECT transaction_id FROM `+outboxTable+`)`).Scan(&same))
+	require.True(t, same)
+}
+
+func TestInTxRollsBackOnError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	boom := errors.New("boom")
+
+	err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+		require.NoError(t, tx.DB.Exec("INSERT INTO items (id) VALUES (1)").Error)
+		require.NoError(t, insertOutbox(b.ctx, tx))
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.Zero(t, b.count(t, "items"))
+	require.Zero(t, b.count(t, outboxTable), "the outbox row must roll back with the change")
+}
+
+func TestInTxRollsBackOnPanic(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	require.Panics(t, func() {
+		_ = postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+			require.NoError(t, insertOutbox(b.ctx, tx))
+			panic("boom")
+		})
+	})
+	require.Zero(t, b.count(t, outboxTable))
+}
+
+func TestExecutorOfFailsOutsideTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	_, err := postgres.ExecutorOf(b.db.Gorm)
+	require.ErrorContains(t, err, "not in a transaction")
+
+	_, err = postgres.ExecutorOf(b.db.Gorm.Session(&gorm.Session{PrepareStmt: true}))
+	require.ErrorContains(t, err, "not in a transaction")
+}
+
+func TestInTxWithPreparedStatements(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	prepared := b.db.Gorm.Session(&gorm.Session{PrepareStmt: true})
+
+	err := postgres.InTx(b.ctx, prepared, func(tx postgres.Tx) error {
+		_, isPrepared := tx.DB.Statement.ConnPool.(*gorm.PreparedStmtTX)
+		require.True(t, isPrepared, "GORM wraps the transaction when PrepareStmt is on")
+		if err := tx.DB.Exec("INSERT INTO items (id) VALUES (1)").Error; err != nil {
+			return err
+		}
+		return insertOutbox(b.ctx, tx)
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, b.count(t, outboxTable))
+
+	err = postgres.InTx(b.ctx, prepared, func(tx postgres.Tx) error {
+		require.NoError(t, tx.DB.Exec("INSERT INTO items (id) VALUES (2)").Error)
+		require.NoError(t, insertOutbox(b.ctx, tx))
+		return errors.New("roll back")
+	})
+	require.Error(t, err)
+	require.Equal(t, 1, b.count(t, "items"))
+	require.Equal(t, 1, b.count(t, outboxTable))
+}
+
+func TestOpenUsesUTC(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	var tz string
+	require.NoError(t, b.db.SQL.QueryRow("SHOW TimeZone").Scan(&tz))
+	require.Equal(t, "UTC", tz)
+	require.Equal(t, time.UTC, b.db.Gorm.NowFunc().Location())
+}
+
+func TestOpenFailsWhenUnreachable(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	_, err := postgres.Open(ctx, "postgres://postgres:secret@127.0.0.1:1/pin?sslmode=disable&connect_timeout=2")
+	require.Error(t, err)
+	require.True(t, postgres.IsUnavailable(err), "%v", err)
+	require.NotContains(t, err.Error(), "secret")
+}
+
+func TestMigrationsEnsureDatabaseAndReady(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	// A database of its own, created by EnsureDatabase rather than the
+	// testbed, so that it starts empty.
+	base, err := url.Parse(testbed.BaseURL())
+	require.NoError(t, err)
+	name := fmt.Sprintf("pin_test_ensure_%d", time.Now().UnixNano())
+	admin, err := sql.Open("pgx", testbed.BaseURL())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + pgx.Identifier{name}.Sanitize() + " WITH (FORCE)")
+		_ = admin.Close()
+	})
+	u := *base
+	u.Path = "/" + name
+
+	require.NoError(t, postgres.EnsureDatabase(ctx, u.String()))
+	require.NoError(t, postgres.EnsureDatabase(ctx, u.String()), "idempotent")
+
+	gdb, err := postgres.Open(ctx, u.String())
+	require.NoError(t, err)
+	db, err := gdb.DB()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+
+	require.Error(t, postgres.Ready(ctx, db), "an empty database is not ready")
+	require.NoError(t, postgres.Migrate(ctx, db))
+	require.NoError(t, postgres.Migrate(ctx, db), "idempotent")
+	require.NoError(t, postgres.Ready(ctx, db))
+
+	p, err := postgres.MigrationProvider(db)
+	require.NoError(t, err)
+	status, err := p.Status(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, status)
+
+	// Down all the way and up again: every Down section works.
+	_, err = p.DownTo(ctx, 0)
+	require.NoError(t, err)
+	require.ErrorContains(t, postgres.Ready(ctx, db), "pending")
+	require.NoError(t, postgres.Migrate(ctx, db))
+	require.NoError(t, postgres.Ready(ctx, db))
+}

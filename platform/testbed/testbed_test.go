@@ -1,0 +1,79 @@
+package testbed_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pinmarket/pin/platform/postgres"
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+func TestNewDatabaseIsFreshAndMigrated(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a := testbed.NewDatabase(t)
+	b := testbed.NewDatabase(t)
+	require.NotEqual(t, a.Name, b.Name)
+
+	require.NoError(t, postgres.Ready(ctx, a.SQL), "the clone carries every migration")
+
+	// Writes in one database are invisible in the other.
+	_, err := a.SQL.Exec(`CREATE TABLE only_in_a (id int)`)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, b.SQL.QueryRow(
+		`SELECT count(*) FROM pg_tables WHERE tablename = 'only_in_a'`).Scan(&n))
+	require.Zero(t, n)
+
+	var timeout string
+	require.NoError(t, a.SQL.QueryRow(`SHOW idle_in_transaction_session_timeout`).Scan(&timeout))
+	require.Equal(t, "30s", timeout)
+}
+
+func TestNewDatabaseIsDroppedAfterTheTest(t *testing.T) {
+	t.Parallel()
+	var name string
+	t.Run("inner", func(t *testing.T) {
+		name = testbed.NewDatabase(t).Name
+	})
+	keeper := testbed.NewDatabase(t)
+	var n int
+	require.NoError(t, keeper.SQL.QueryRow(
+		`SELECT count(*) FROM pg_database WHERE datname = $1`, name).Scan(&n))
+	require.Zero(t, n, "database %s should be dropped", name)
+
+	// The template is closed to connections, so cloning never races a session.
+	require.NoError(t, keeper.SQL.QueryRow(
+		`SELECT count(*) FROM pg_database WHERE datname LIKE 'pin_tmpl_%' AND datistemplate AND NOT datallowconn`).Scan(&n))
+	require.Positive(t, n)
+}
+
+func TestNewKafka(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	brokers := testbed.NewKafka(t, "t1", "t2")
+	require.Len(t, brokers, 1)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("t1"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, "t1", "t2")
+	require.NoError(t, err)
+	for _, name := range []string{"t1", "t2"} {
+		require.NoError(t, topics[name].Err)
+		require.Len(t, topics[name].Partitions, testbed.KafkaPartitions)
+	}
+
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "t1", Value: []byte("hi")}).FirstErr())
+	fetches := cl.PollFetches(ctx)
+	require.NoError(t, fetches.Err())
+	require.Equal(t, "hi", string(fetches.Records()[0].Value))
+}
