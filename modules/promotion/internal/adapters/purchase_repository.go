@@ -1,0 +1,254 @@
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/platform/apperror"
+	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/postgres"
+)
+
+// ErrVersionConflict means a purchase row no longer had the version it was
+// loaded with when its change was written: someone else changed it first.
+var ErrVersionConflict = errors.New("purchase version conflict")
+
+// lockTimeout bounds how long an API request waits for a purchase row that
+// another transaction holds (an expiry batch holds its rows for up to a
+// cycle). Past it the request gets a 409 to retry rather than hanging until
+// the HTTP write timeout.
+const lockTimeout = "10s"
+
+// PurchaseRepository stores purchases in promotion.promotion_purchases and
+// .promotion_purchase_targets, and puts the purchase-changed event of every
+// write into the outbox in the same transaction.
+type PurchaseRepository struct {
+	db     *gorm.DB
+	outbox *outbox.Publisher
+}
+
+var _ app.PurchaseRepository = (*PurchaseRepository)(nil)
+
+// NewPurchaseRepository returns the repository.
+func NewPurchaseRepository(db *gorm.DB, publisher *outbox.Publisher) (*PurchaseRepository, error) {
+	if db == nil || publisher == nil {
+		return nil, errors.New("adapters: purchase repository needs a database and an outbox publisher")
+	}
+	return &PurchaseRepository{db: db, outbox: publisher}, nil
+}
+
+// Add stores a new purchase and its event in one transaction, claiming the
+// idempotency key first when claim is not nil. The claim is an INSERT ... ON
+// CONFLICT DO NOTHING: PostgreSQL makes a racing claim of the same key wait
+// until the first transaction ends, and then either insert (the first rolled
+// back) or find the conflict (it committed) — in which case Add stores
+// nothing and returns app.ErrIdempotencyKeyTaken.
+func (r *PurchaseRepository) Add(ctx context.Context, p *domain.Purchase, claim *app.IdempotencyRecord) error {
+	return postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
+		if claim != nil {
+			row := toDBIdempotencyKey(claim)
+			row.CreatedAt = p.CreatedAt()
+			res := tx.DB.Clauses(clause.OnConflict{
+				Columns:   []clause.Column{{Name: "tenant_id"}, {Name: "key"}},
+				DoNothing: true,
+			}).Create(&row)
+			if res.Error != nil {
+				return fmt.Errorf("claim idempotency key: %w", res.Error)
+			}
+			if res.RowsAffected == 0 {
+				return app.ErrIdempotencyKeyTaken
+			}
+		}
+		return r.Create(ctx, tx, p)
+	})
+}
+
+// Create inserts a new purchase with its targets and publishes its event,
+// inside the caller's transaction tx. The event's occurredAt is the
+// purchase's UpdatedAt: the moment of its activation.
+func (r *PurchaseRepository) Create(ctx context.Context, tx postgres.Tx, p *domain.Purchase) error {
+	m, targets := toDBPurchase(p)
+	if err := tx.DB.Create(&m).Error; err != nil {
+		return fmt.Errorf("insert purchase %s: %w", p.ID(), err)
+	}
+	if len(targets) > 0 {
+		if err := tx.DB.Create(&targets).Error; err != nil {
+			return fmt.Errorf("insert targets of purchase %s: %w", p.ID(), err)
+		}
+	}
+	return r.publish(ctx, tx, p)
+}
+
+// FindIdempotencyKey returns the record of a tenant's key, or nil.
+func (r *PurchaseRepository) FindIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key string) (*app.IdempotencyRecord, error) {
+	var m idempotencyKeyModel
+	err := r.db.WithContext(ctx).Where("tenant_id = ? AND key = ?", tenantID, key).Take(&m).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find idempotency key: %w", err)
+	}
+	return toAppIdempotencyRecord(m), nil
+}
+
+// Get returns the purchase with its targets.
+func (r *PurchaseRepository) Get(ctx context.Context, id uuid.UUID) (*domain.Purchase, error) {
+	db := r.db.WithContext(ctx)
+	var m purchaseModel
+	err := db.Where("id = ?", id).Take(&m).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, domain.PurchaseNotFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get purchase %s: %w", id, err)
+	}
+	targets, err := loadTargets(db, []uuid.UUID{id})
+	if err != nil {
+		return nil, err
+	}
+	return toDomainPurchase(m, targets[id])
+}
+
+// List returns a page of a tenant's purchases, newest first. The order
+// (created_at desc, id desc) is total, so the keyset condition on the same
+// pair never repeats or skips a row between pages; the index
+// promotion_purchases_tenant_list_idx serves it.
+func (r *PurchaseRepository) List(ctx context.Context, q app.PurchaseListQuery) ([]*domain.Purchase, error) {
+	db := r.db.WithContext(ctx)
+	query := db.Where("tenant_id = ?", q.TenantID)
+	if q.Status != "" {
+		query = query.Where("status = ?", string(q.Status))
+	}
+	if q.After != nil {
+		query = query.Where("(created_at, id) < (?, ?)", q.After.CreatedAt, q.After.ID)
+	}
+	var rows []purchaseModel
+	if err := query.Order("created_at DESC, id DESC").Limit(q.Limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list purchases: %w", err)
+	}
+	ids := make([]uuid.UUID, len(rows))
+	for i, m := range rows {
+		ids[i] = m.ID
+	}
+	targets, err := loadTargets(db, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*domain.Purchase, len(rows))
+	for i, m := range rows {
+		if out[i], err = toDomainPurchase(m, targets[m.ID]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// UpdatePurchase runs update on the purchase inside one transaction: the
+// row is read with SELECT ... FOR UPDATE (waiting, not skipping: an API
+// caller wants an answer, and after the wait it sees the committed result of
+// whoever held the lock), then update runs, then — if update made a
+// transition — the row is written with a version check and the event goes
+// into the outbox. An error from update rolls back and is returned as is.
+func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, update func(*domain.Purchase) error) error {
+	return postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
+		if err := tx.DB.Exec("SET LOCAL lock_timeout = '" + lockTimeout + "'").Error; err != nil {
+			return fmt.Errorf("set lock timeout: %w", err)
+		}
+		var m purchaseModel
+		err := tx.DB.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Where("id = ?", id).Take(&m).Error
+		switch {
+		case errors.Is(err, gorm.ErrRecordNotFound):
+			return domain.PurchaseNotFound(id)
+		case isLockNotAvailable(err):
+			return &apperror.Error{Kind: apperror.KindConflict, Slug: "purchase-busy",
+				Detail: "The purchase is being changed by another operation; try again.", Err: err}
+		case err != nil:
+			return fmt.Errorf("lock purchase %s: %w", id, err)
+		}
+		targets, err := loadTargets(tx.DB, []uuid.UUID{id})
+		if err != nil {
+			return err
+		}
+		p, err := toDomainPurchase(m, targets[id])
+		if err != nil {
+			return err
+		}
+		previous := p.Version()
+		if err := update(p); err != nil {
+			return err
+		}
+		if p.Version() == previous {
+			return nil // nothing happened, nothing to announce
+		}
+		return r.SaveTransition(ctx, tx, p, previous)
+	})
+}
+
+// SaveTransition writes a transition of p, which was loaded at
+// previousVersion, and publishes its event, inside the caller's transaction.
+// The UPDATE is guarded by the version: if the row moved on since it was
+// read, nothing is written and the error wraps ErrVersionConflict (an
+// apperror conflict). The event's occurredAt is p.UpdatedAt(), which every
+// transition sets to its own moment (for expiry, the cycle's AsOf).
+func (r *PurchaseRepository) SaveTransition(ctx context.Context, tx postgres.Tx, p *domain.Purchase, previousVersion int64) error {
+	m, _ := toDBPurchase(p)
+	res := tx.DB.Model(&purchaseModel{}).
+		Where("id = ? AND version = ?", p.ID(), previousVersion).
+		Updates(map[string]any{
+			"status":             m.Status,
+			"payment_status":     m.PaymentStatus,
+			"starts_at":          m.StartsAt,
+			"ends_at":            m.EndsAt,
+			"cancel_reason":      m.CancelReason,
+			"updated_by_user_id": m.UpdatedByUserID,
+			"updated_at":         m.UpdatedAt,
+			"version":            m.Version,
+		})
+	if res.Error != nil {
+		return fmt.Errorf("update purchase %s: %w", p.ID(), res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return &apperror.Error{Kind: apperror.KindConflict, Slug: "purchase-version-conflict",
+			Detail: fmt.Sprintf("Purchase %s was changed concurrently; reload it and try again.", p.ID()),
+			Err:    ErrVersionConflict}
+	}
+	return r.publish(ctx, tx, p)
+}
+
+// publish puts the event of p's current state into the outbox within tx.
+func (r *PurchaseRepository) publish(ctx context.Context, tx postgres.Tx, p *domain.Purchase) error {
+	msg, err := PurchaseChangedMessage(ctx, p, p.UpdatedAt())
+	if err != nil {
+		return err
+	}
+	if err := r.outbox.Publish(ctx, tx, contract.Topic, msg); err != nil {
+		return fmt.Errorf("publish purchase-changed of %s: %w", p.ID(), err)
+	}
+	return nil
+}
+
+// loadTargets returns the target rows of the purchases, each purchase's in
+// position order. A purchase without rows is absent from the map.
+func loadTargets(db *gorm.DB, purchaseIDs []uuid.UUID) (map[uuid.UUID][]targetModel, error) {
+	out := make(map[uuid.UUID][]targetModel, len(purchaseIDs))
+	if len(purchaseIDs) == 0 {
+		return out, nil
+	}
+	var rows []targetModel
+	if err := db.Where("purchase_id IN ?", purchaseIDs).Order("purchase_id, position").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("load purchase targets: %w", err)
+	}
+	for _, t := range rows {
+		out[t.PurchaseID] = append(out[t.PurchaseID], t)
+	}
+	return out, nil
+}

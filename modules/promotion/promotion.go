@@ -1,0 +1,148 @@
+// Package promotion is the promotion module of the Pin monolith: companies
+// buy promotion packages for their projects, property objects and posts;
+// purchases run for a fixed period and every status change is announced by
+// the pin.promotion.purchase-changed event (package contract).
+//
+// The host sees only this package: New builds the module from its Deps, and
+// the module hands back its HTTP routes and background runners. Everything
+// else is internal.
+package promotion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"gorm.io/gorm"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/platform/auth"
+	"github.com/pinmarket/pin/platform/host"
+	"github.com/pinmarket/pin/platform/outbox"
+)
+
+// Deps is what the host gives the module.
+type Deps struct {
+	// DB is the service's database (required).
+	DB *gorm.DB
+	// Outbox writes events inside the module's transactions (required).
+	Outbox *outbox.Publisher
+	// Auth verifies bearer tokens on the module's routes (required to serve HTTP).
+	Auth *auth.Authenticator
+	// Logger is slog.Default() when nil.
+	Logger *slog.Logger
+	// Registerer receives the module's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// TracerProvider is a no-op provider when nil.
+	TracerProvider trace.TracerProvider
+	// Now is the clock; time.Now when nil. Tests move it.
+	Now func() time.Time
+	// Expire configures the expiry job.
+	Expire ExpireConfig
+}
+
+// ExpireConfig configures the expiry job (PIN_EXPIRE_* variables).
+type ExpireConfig struct {
+	// Interval is the time between cycles (1m to 5m).
+	Interval time.Duration
+	// BatchSize is the most purchases one batch expires (1 to 10000).
+	BatchSize int
+	// MaxBatchesPerCycle is how many batches one cycle may run while a
+	// backlog remains.
+	MaxBatchesPerCycle int
+	// CycleBudget is the time after which a cycle starts no further batch.
+	CycleBudget time.Duration
+}
+
+// Name is the module's stable name in logs and metrics.
+const Name = "promotion"
+
+// Module is the promotion module, ready to be registered with the host.
+type Module struct {
+	deps      Deps
+	app       app.Application
+	purchases *adapters.PurchaseRepository
+	packages  *adapters.PackageRepository
+	http      *ports.HTTPServer
+	runners   []host.Runner
+	expire    *expireJob // the expiry job (expire.go): its runner and ExpireOnce
+}
+
+var _ host.Module = (*Module)(nil)
+
+// New builds the module from its dependencies.
+func New(d Deps) (*Module, error) {
+	// Auth is needed only to serve HTTP: `pin expire-promotions --once`
+	// builds the module without it.
+	if d.DB == nil || d.Outbox == nil {
+		return nil, errors.New("promotion: DB and Outbox are required")
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	d.Logger = d.Logger.With("module", Name)
+	if d.TracerProvider == nil {
+		d.TracerProvider = noop.NewTracerProvider()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+
+	purchases, err := adapters.NewPurchaseRepository(d.DB, d.Outbox)
+	if err != nil {
+		return nil, fmt.Errorf("promotion: %w", err)
+	}
+	packages, err := adapters.NewPackageRepository(d.DB)
+	if err != nil {
+		return nil, fmt.Errorf("promotion: %w", err)
+	}
+	application, err := app.New(app.Config{Purchases: purchases, Packages: packages, Now: d.Now})
+	if err != nil {
+		return nil, fmt.Errorf("promotion: %w", err)
+	}
+	m := &Module{
+		deps:      d,
+		app:       application,
+		purchases: purchases,
+		packages:  packages,
+		http:      ports.NewHTTPServer(application, d.Auth),
+	}
+	expire, err := newExpireJob(d)
+	if err != nil {
+		return nil, fmt.Errorf("promotion: %w", err)
+	}
+	m.expire = expire
+	m.runners = append(m.runners, expire.runner)
+	m.runners = append(m.runners, ports.NewIdempotencyKeyCleaner(
+		app.NewForgetIdempotencyKeysHandler(purchases, d.Now), ports.IdempotencyKeyCleanerInterval, d.Logger))
+	return m, nil
+}
+
+// Name returns "promotion".
+func (m *Module) Name() string { return Name }
+
+// RegisterRoutes adds the module's HTTP API (docs/api/openapi.yaml) to e.
+func (m *Module) RegisterRoutes(e *echo.Echo) {
+	if m.deps.Auth == nil {
+		panic("promotion: RegisterRoutes needs Deps.Auth")
+	}
+	m.http.RegisterRoutes(e)
+}
+
+// Runners returns the module's background runners.
+func (m *Module) Runners() []host.Runner { return append([]host.Runner(nil), m.runners...) }
+
+// SeedDemoPackages stores the demo packages project-boost-week,
+// property-object-boost-week and post-boost-week unless their codes exist,
+// for `pin dev`. It is idempotent and never overwrites an admin's edits.
+func (m *Module) SeedDemoPackages(ctx context.Context) error {
+	return m.app.SeedDemoPackages.Handle(ctx)
+}
