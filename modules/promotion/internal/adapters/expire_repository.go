@@ -1,0 +1,476 @@
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/postgres"
+)
+
+// ExpireRepository is the expiry job's storage: it selects due purchases
+// with their rows locked, writes a batch of transitions as one set-based
+// UPDATE and puts the batch's events into the outbox in one insert, all in
+// one transaction.
+type ExpireRepository struct {
+	db     *gorm.DB
+	outbox *outbox.Publisher
+}
+
+var _ app.ExpireStore = (*ExpireRepository)(nil)
+
+// NewExpireRepository returns the repository.
+func NewExpireRepository(db *gorm.DB, publisher *outbox.Publisher) (*ExpireRepository, error) {
+	if db == nil || publisher == nil {
+		return nil, errors.New("adapters: expire repository needs a database and an outbox publisher")
+	}
+	return &ExpireRepository{db: db, outbox: publisher}, nil
+}
+
+// expiryCandidate is a locked purchase after its transition, before it is
+// written.
+type expiryCandidate struct {
+	purchase        *domain.Purchase
+	previousVersion int64
+	event           *message.Message
+}
+
+// ExpireBatch implements app.ExpireStore. b.Expire must be safe to call
+// from several goroutines for different purchases. The order of work inside
+// the transaction:
+//
+//  1. SELECT ... FOR UPDATE SKIP LOCKED of the due rows (the partial index
+//     promotion_purchases_expiry_idx serves it), then the targets of all of
+//     them in one query (loadExpiryTargets);
+//  2. the skipped-locked count (countSkippedLocked);
+//  3. in Go, per purchase: the domain transition and the event; a purchase
+//     that fails either is set aside before anything is written;
+//  4. one UPDATE for the rest (writeTransitions), which falls back to a
+//     savepoint per row only if the set-based statement fails;
+//  5. one outbox insert with the events of the rows actually updated.
+//
+// The rows stay locked until the commit, so no cancellation can slip
+// between the transition and its event.
+func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+	if b.Limit <= 0 || b.Expire == nil {
+		return app.ExpireBatchResult{}, errors.New("expire batch: a positive limit and an Expire func are required")
+	}
+	var res app.ExpireBatchResult
+	err := postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
+		res = app.ExpireBatchResult{}
+		rows, err := selectDue(tx.DB, b.AsOf, b.Limit, b.Exclude)
+		if err != nil {
+			return err
+		}
+		res.Selected = len(rows)
+		if b.Selected != nil {
+			b.Selected(len(rows))
+		}
+		skipped, err := countSkippedLocked(ctx, tx, b, rows)
+		if err != nil {
+			return err
+		}
+		res.SkippedLocked = skipped
+		if len(rows) == 0 {
+			return nil
+		}
+
+		ids := make([]uuid.UUID, len(rows))
+		for i, m := range rows {
+			ids[i] = m.ID
+		}
+		targets, err := loadExpiryTargets(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		candidates, failed := prepareExpiries(ctx, rows, targets, b)
+		res.Failed = append(res.Failed, failed...)
+
+		written, failed, err := writeTransitions(ctx, tx, candidates)
+		if err != nil {
+			return err
+		}
+		res.Failed = append(res.Failed, failed...)
+		events := make([]*message.Message, len(written))
+		for i, c := range written {
+			events[i] = c.event
+			res.Expired = append(res.Expired, c.purchase)
+		}
+		if err := r.outbox.Publish(ctx, tx, contract.Topic, events...); err != nil {
+			return fmt.Errorf("publish expired events: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return app.ExpireBatchResult{}, err
+	}
+	return res, nil
+}
+
+// dueQuery is the selection of a batch: Active purchases with EndsAt <=
+// asOf, oldest first, ties by id, locked FOR UPDATE SKIP LOCKED. Its WHERE
+// and ORDER BY match the partial index promotion_purchases_expiry_idx
+// (ends_at, id) WHERE status = 'Active', so the cost does not grow with the
+// Expired and Cancelled rows; the LIMIT applies after the locking, so rows
+// held elsewhere do not make the batch smaller.
+func dueQuery(db *gorm.DB, asOf time.Time, limit int, exclude []uuid.UUID) *gorm.DB {
+	q := db.Model(&purchaseModel{}).
+		Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Options: clause.LockingOptionsSkipLocked}).
+		Where("status = ? AND ends_at <= ?", string(domain.StatusActive), asOf)
+	if len(exclude) > 0 {
+		q = q.Where("id NOT IN ?", exclude)
+	}
+	return q.Order("ends_at, id").Limit(limit)
+}
+
+// purchaseColumns are the columns of purchaseModel in the order selectDue
+// scans them. A test compares them with the model, so a column
+// added to the model cannot be silently left out of the job's events.
+var purchaseColumns = []string{
+	"id", "tenant_id", "package_id", "package_code", "package_kind", "boost_weight",
+	"price_amount", "currency_id", "currency_iso_code", "currency_name", "currency_sign",
+	"status", "payment_status", "starts_at", "ends_at", "cancel_reason",
+	"created_by_user_id", "updated_by_user_id", "created_at", "updated_at", "version",
+}
+
+// selectDue runs dueQuery. It scans the rows itself rather than with Find:
+// GORM's reflective scan of a full batch costs more than the query does.
+func selectDue(db *gorm.DB, asOf time.Time, limit int, exclude []uuid.UUID) ([]purchaseModel, error) {
+	rows, err := dueQuery(db, asOf, limit, exclude).Select(purchaseColumns).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("select due purchases: %w", err)
+	}
+	defer rows.Close()
+	out := make([]purchaseModel, 0, limit)
+	for rows.Next() {
+		var m purchaseModel
+		if err := rows.Scan(&m.ID, &m.TenantID, &m.PackageID, &m.PackageCode, &m.PackageKind, &m.BoostWeight,
+			&m.PriceAmount, &m.CurrencyID, &m.CurrencyIsoCode, &m.CurrencyName, &m.CurrencySign,
+			&m.Status, &m.PaymentStatus, &m.StartsAt, &m.EndsAt, &m.CancelReason,
+			&m.CreatedByUserID, &m.UpdatedByUserID, &m.CreatedAt, &m.UpdatedAt, &m.Version); err != nil {
+			return nil, fmt.Errorf("select due purchases: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("select due purchases: %w", err)
+	}
+	return out, nil
+}
+
+// loadExpiryTargets loads the targets of the whole batch in one query, each
+// purchase's in position order: one uuid[] parameter rather than an IN list
+// of a parameter per purchase. A purchase without targets is absent from the
+// map (a poison item).
+func loadExpiryTargets(ctx context.Context, tx postgres.Tx, ids []uuid.UUID) (map[uuid.UUID][]targetModel, error) {
+	rows, err := tx.Exec.QueryContext(ctx, `SELECT purchase_id, target_kind, target_id, position
+	FROM `+purchaseTargetsTable+`
+	WHERE purchase_id = ANY($1::uuid[])
+	ORDER BY purchase_id, position`, uuidStrings(ids))
+	if err != nil {
+		return nil, fmt.Errorf("load purchase targets: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[uuid.UUID][]targetModel, len(ids))
+	for rows.Next() {
+		var t targetModel
+		if err := rows.Scan(&t.PurchaseID, &t.TargetKind, &t.TargetID, &t.Position); err != nil {
+			return nil, fmt.Errorf("load purchase targets: %w", err)
+		}
+		out[t.PurchaseID] = append(out[t.PurchaseID], t)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("load purchase targets: %w", err)
+	}
+	return out, nil
+}
+
+// countSkippedLocked measures how many due rows the selection passed over
+// because another transaction held them (an expiry batch of another
+// instance, or a cancellation in flight).
+//
+// SKIP LOCKED does not say what it skipped, so the rows are counted without
+// locking: a plain read does not wait for row locks, and sees rows held by
+// uncommitted transactions as still Active. The count covers the window the
+// selection scanned: up to its last row when the batch is full (rows beyond
+// it were not reached, not skipped), all due rows when it is not. From it the
+// batch's own rows (and the cycle's excluded poison items) are subtracted.
+// The scan is capped at Limit skipped rows, so it costs at most two batches'
+// worth of index entries. The count is taken a moment after the selection,
+// so a holder that committed in between is not counted (a small undercount).
+func countSkippedLocked(ctx context.Context, tx postgres.Tx, b app.ExpireBatch, selected []purchaseModel) (int, error) {
+	query := `SELECT count(*) FROM (
+	SELECT 1 FROM ` + purchasesTable + `
+	WHERE status = 'Active' AND ends_at <= $1 AND id <> ALL($2::uuid[])`
+	args := []any{b.AsOf, uuidStrings(b.Exclude)}
+	if len(selected) == b.Limit {
+		last := selected[len(selected)-1]
+		query += ` AND (ends_at, id) <= ($3, $4::uuid)`
+		args = append(args, last.EndsAt, last.ID.String())
+	}
+	query += fmt.Sprintf(`
+	ORDER BY ends_at, id
+	LIMIT %d
+) AS window_rows`, b.Limit+len(selected))
+	rows, err := tx.Exec.QueryContext(ctx, query, args...)
+	if err != nil {
+		return 0, fmt.Errorf("count skipped-locked purchases: %w", err)
+	}
+	defer rows.Close()
+	var inWindow int
+	if rows.Next() {
+		if err := rows.Scan(&inWindow); err != nil {
+			return 0, fmt.Errorf("count skipped-locked purchases: %w", err)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("count skipped-locked purchases: %w", err)
+	}
+	return max(inWindow-len(selected), 0), nil
+}
+
+// parallelPrepareMin is the batch size from which events are built on
+// several goroutines.
+const parallelPrepareMin = 32
+
+// prepareExpiries runs prepareExpiry for every row, in selection order.
+// Building the events (JSON, validation) is most of a batch's CPU time, and
+// it is independent per purchase, so a large batch spreads it over
+// GOMAXPROCS goroutines while the transaction waits.
+func prepareExpiries(ctx context.Context, rows []purchaseModel, targets map[uuid.UUID][]targetModel, b app.ExpireBatch) ([]expiryCandidate, []app.FailedExpiry) {
+	prepared := make([]expiryCandidate, len(rows))
+	errs := make([]error, len(rows))
+	workers := min(runtime.GOMAXPROCS(0), len(rows)/(parallelPrepareMin/2))
+	if len(rows) < parallelPrepareMin || workers < 2 {
+		for i, m := range rows {
+			prepared[i], errs[i] = prepareExpiry(ctx, m, targets[m.ID], b)
+		}
+	} else {
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < len(rows); i += workers {
+					prepared[i], errs[i] = prepareExpiry(ctx, rows[i], targets[rows[i].ID], b)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	candidates := make([]expiryCandidate, 0, len(rows))
+	var failed []app.FailedExpiry
+	for i, m := range rows {
+		if errs[i] != nil {
+			failed = append(failed, app.FailedExpiry{PurchaseID: m.ID, Err: errs[i]})
+			continue
+		}
+		candidates = append(candidates, prepared[i])
+	}
+	return candidates, failed
+}
+
+// prepareExpiry rebuilds a locked purchase, makes its transition and builds
+// its event: everything that can reject a poison item, before any write.
+// A panic (a bug meeting an unexpected row) is turned into the item's error:
+// it runs on worker goroutines, where it would otherwise end the process,
+// and it is about this purchase only.
+func prepareExpiry(ctx context.Context, m purchaseModel, targets []targetModel, b app.ExpireBatch) (c expiryCandidate, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = expiryCandidate{}, fmt.Errorf("purchase %s: panic while preparing its expiry: %v", m.ID, r)
+		}
+	}()
+	p, err := toDomainPurchase(m, targets)
+	if err != nil {
+		return expiryCandidate{}, err
+	}
+	previous := p.Version()
+	if err := b.Expire(p); err != nil {
+		return expiryCandidate{}, fmt.Errorf("expire: %w", err)
+	}
+	if p.Version() == previous || p.Status() != domain.StatusExpired {
+		return expiryCandidate{}, fmt.Errorf("expire: purchase %s made no transition to Expired", p.ID())
+	}
+	// occurredAt is the transition's moment: UpdatedAt, which Expire set to
+	// the cycle's AsOf.
+	event, err := PurchaseChangedMessage(ctx, p, p.UpdatedAt())
+	if err != nil {
+		return expiryCandidate{}, err
+	}
+	return expiryCandidate{purchase: p, previousVersion: previous, event: event}, nil
+}
+
+// expireUpdate writes a set of transitions in one statement. The guard
+// (still Active, at the version read) is INV-6 and the optimistic check;
+// under the batch's row locks it always holds, and a row it filters out is
+// reported rather than silently lost.
+const expireUpdate = `UPDATE ` + purchasesTable + ` AS p
+SET status = v.status,
+	updated_at = v.updated_at,
+	version = v.next_version,
+	updated_by_user_id = v.updated_by_user_id::uuid
+FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[], $6::text[])
+	AS v(id, version, next_version, status, updated_at, updated_by_user_id)
+WHERE p.id = v.id AND p.status = 'Active' AND p.version = v.version
+RETURNING p.id`
+
+// writeTransitions stores the candidates' transitions. The set-based UPDATE
+// runs inside a savepoint; if it fails on a row (a constraint, a trigger),
+// the savepoint is rolled back and each row is written under its own
+// savepoint, so the bad row is set aside and the others are kept. An error
+// that is not about a row (the connection, the budget, a deadlock) aborts
+// the batch.
+func writeTransitions(ctx context.Context, tx postgres.Tx, cs []expiryCandidate) (written []expiryCandidate, failed []app.FailedExpiry, err error) {
+	if len(cs) == 0 {
+		return nil, nil, nil
+	}
+	setErr := inSavepoint(ctx, tx, "expire_batch", func() error {
+		written, failed, err = updateSet(ctx, tx, cs)
+		return err
+	})
+	if setErr == nil {
+		return written, failed, nil
+	}
+	if !isRowError(setErr) {
+		return nil, nil, setErr
+	}
+	written, failed = nil, nil
+	for _, c := range cs {
+		var w []expiryCandidate
+		var f []app.FailedExpiry
+		rowErr := inSavepoint(ctx, tx, "expire_item", func() error {
+			var err error
+			w, f, err = updateSet(ctx, tx, []expiryCandidate{c})
+			return err
+		})
+		switch {
+		case rowErr == nil:
+			written, failed = append(written, w...), append(failed, f...)
+		case isRowError(rowErr):
+			failed = append(failed, app.FailedExpiry{PurchaseID: c.purchase.ID(), Err: rowErr})
+		default:
+			return nil, nil, rowErr
+		}
+	}
+	return written, failed, nil
+}
+
+// updateSet runs expireUpdate for cs and splits them into the rows it
+// updated and the rows its guard filtered out.
+func updateSet(ctx context.Context, tx postgres.Tx, cs []expiryCandidate) ([]expiryCandidate, []app.FailedExpiry, error) {
+	n := len(cs)
+	ids, prev, next := make([]string, n), make([]int64, n), make([]int64, n)
+	statuses, updatedAt, updatedBy := make([]string, n), make([]time.Time, n), make([]*string, n)
+	for i, c := range cs {
+		m, _ := toDBPurchase(c.purchase)
+		ids[i], prev[i], next[i] = m.ID.String(), c.previousVersion, m.Version
+		statuses[i], updatedAt[i] = m.Status, m.UpdatedAt
+		if m.UpdatedByUserID.Valid {
+			s := m.UpdatedByUserID.UUID.String()
+			updatedBy[i] = &s
+		}
+	}
+	rows, err := tx.Exec.QueryContext(ctx, expireUpdate, ids, prev, next, statuses, updatedAt, updatedBy)
+	if err != nil {
+		return nil, nil, fmt.Errorf("update expired purchases: %w", err)
+	}
+	defer rows.Close()
+	updated := make(map[uuid.UUID]bool, n)
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, nil, fmt.Errorf("update expired purchases: %w", err)
+		}
+		updated[id] = true
+	}
+	// Close reports an error that ended the rows early.
+	if err := rows.Close(); err != nil {
+		return nil, nil, fmt.Errorf("update expired purchases: %w", err)
+	}
+	written := make([]expiryCandidate, 0, n)
+	var failed []app.FailedExpiry
+	for _, c := range cs {
+		if updated[c.purchase.ID()] {
+			written = append(written, c)
+			continue
+		}
+		failed = append(failed, app.FailedExpiry{PurchaseID: c.purchase.ID(),
+			Err: fmt.Errorf("purchase %s is no longer Active at version %d: %w", c.purchase.ID(), c.previousVersion, ErrVersionConflict)})
+	}
+	return written, failed, nil
+}
+
+// inSavepoint runs fn after SAVEPOINT name; on fn's error it rolls back to
+// the savepoint (the transaction stays usable) and returns fn's error, or
+// the rollback's error when even that fails.
+func inSavepoint(ctx context.Context, tx postgres.Tx, name string, fn func() error) error {
+	if _, err := tx.Exec.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("savepoint %s: %w", name, err)
+	}
+	if err := fn(); err != nil {
+		if _, rbErr := tx.Exec.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+name); rbErr != nil {
+			// Only rbErr is wrapped: the transaction is broken, whatever
+			// fn's error was, so this must not pass for a row error.
+			return fmt.Errorf("rollback to savepoint %s: %w (after: %v)", name, rbErr, err)
+		}
+		return err
+	}
+	if _, err := tx.Exec.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("release savepoint %s: %w", name, err)
+	}
+	return nil
+}
+
+// isRowError reports whether err is PostgreSQL refusing a row's data (a
+// constraint, a trigger's exception, a bad value) rather than the
+// infrastructure failing: connection (08), transaction rollback such as
+// deadlock or serialization (40), resources (53), operator intervention and
+// cancellation including the budget's timeout (57), system (58) and internal
+// (XX) errors. A failed ROLLBACK TO SAVEPOINT is never a row error.
+func isRowError(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "08", "40", "53", "57", "58", "XX", "25":
+		return false
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// uuidStrings turns ids into the text form a uuid[] parameter accepts.
+func uuidStrings(ids []uuid.UUID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
+	}
+	return out
+}
+
+// CountDue implements app.ExpireStore. It is an index-only count on the
+// partial index promotion_purchases_expiry_idx, cheap at the job's volume
+// (1-10k Active purchases).
+func (r *ExpireRepository) CountDue(ctx context.Context, asOf time.Time) (int, error) {
+	var n int64
+	err := r.db.WithContext(ctx).Model(&purchaseModel{}).
+		Where("status = ? AND ends_at <= ?", string(domain.StatusActive), asOf).Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("count due purchases: %w", err)
+	}
+	return int(n), nil
+}

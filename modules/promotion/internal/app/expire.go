@@ -1,0 +1,333 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/platform/observability"
+)
+
+// Defaults of the expiry job (docs/expire-promotions-job.md).
+const (
+	// DefaultExpireBatchSize is how many purchases one batch takes at most.
+	DefaultExpireBatchSize = 200
+	// DefaultExpireMaxBatchesPerCycle keeps one batch per cycle, as the
+	// design document describes the job.
+	DefaultExpireMaxBatchesPerCycle = 1
+	// DefaultExpireCycleBudget bounds one cycle (the document's target:
+	// under 30 s per cycle).
+	DefaultExpireCycleBudget = 30 * time.Second
+	// backlogCountTimeout bounds the count that refreshes the backlog gauge
+	// after a cycle; it runs even when the runner is stopping.
+	backlogCountTimeout = 5 * time.Second
+)
+
+// ExpireStore is the storage side of the expiry job.
+type ExpireStore interface {
+	// ExpireBatch runs one batch in one transaction: it locks up to
+	// b.Limit Active purchases with EndsAt <= b.AsOf (oldest EndsAt first,
+	// ties by id), skipping rows another transaction holds, lets b.Expire
+	// make each transition, and stores the transitions together with their
+	// events. A purchase that cannot be expired, whose event cannot be built
+	// or whose row cannot be written is left out (Failed) and stays Active;
+	// the rest commits. Any other error rolls the whole batch back and is
+	// returned; the locks are released either way.
+	ExpireBatch(ctx context.Context, b ExpireBatch) (ExpireBatchResult, error)
+	// CountDue counts the Active purchases with EndsAt <= asOf: the
+	// backlog of the job.
+	CountDue(ctx context.Context, asOf time.Time) (int, error)
+}
+
+// ExpireBatch is what one batch of the expiry job works on.
+type ExpireBatch struct {
+	// AsOf is the cycle's moment: purchases with EndsAt <= AsOf are due.
+	AsOf time.Time
+	// Limit is the batch size.
+	Limit int
+	// Exclude lists purchases that failed earlier in the same cycle, so a
+	// later batch of the cycle does not take the same poison items again.
+	Exclude []uuid.UUID
+	// Expire applies the transition to one locked purchase. The store may
+	// call it for different purchases concurrently.
+	Expire func(*domain.Purchase) error
+	// Selected, when set, is called inside the transaction once the batch's
+	// rows are locked, with their number.
+	Selected func(count int)
+}
+
+// ExpireBatchResult is the outcome of a committed batch.
+type ExpireBatchResult struct {
+	// Selected is how many purchases the batch locked.
+	Selected int
+	// Expired are the purchases whose transition and event committed, in
+	// selection order.
+	Expired []*domain.Purchase
+	// Failed are the poison items: left out of the batch, still Active.
+	Failed []FailedExpiry
+	// SkippedLocked is how many due purchases the selection passed over
+	// because another transaction held their rows.
+	SkippedLocked int
+}
+
+// FailedExpiry is a purchase that a batch could not expire.
+type FailedExpiry struct {
+	PurchaseID uuid.UUID
+	Err        error
+}
+
+// ExpirePromotions asks for one expiry cycle.
+type ExpirePromotions struct {
+	// BatchSize bounds one batch; DefaultExpireBatchSize when 0.
+	BatchSize int
+	// MaxBatchesPerCycle bounds the batches of the cycle; 0 means as many
+	// as the budget allows. A further batch is taken only while the last
+	// one was full.
+	MaxBatchesPerCycle int
+	// Budget bounds the cycle; DefaultExpireCycleBudget when 0. A batch
+	// still running when it is spent is rolled back.
+	Budget time.Duration
+}
+
+// ExpireResult is what a cycle did. The counters cover the committed
+// batches only.
+type ExpireResult struct {
+	RunID         uuid.UUID
+	AsOf          time.Time
+	Batches       int
+	Expired       int
+	SkippedLocked int
+	Failed        int
+	Duration      time.Duration
+}
+
+// ExpireConfig wires the expiry cycle.
+type ExpireConfig struct {
+	Store  ExpireStore
+	Logger *slog.Logger
+	// Metrics may be nil (nothing is counted).
+	Metrics *ExpireMetrics
+	// TracerProvider may be nil (no spans).
+	TracerProvider trace.TracerProvider
+	// Now is the clock that sets AsOf; time.Now when nil.
+	Now func() time.Time
+}
+
+// ExpirePromotionsHandler runs expiry cycles: every Active purchase whose
+// EndsAt has passed becomes Expired (INV-6), with its event, batch by batch.
+// Several handlers, in one process or many, may run at once: the row locks
+// (FOR UPDATE SKIP LOCKED) give each purchase to one of them.
+type ExpirePromotionsHandler struct {
+	store   ExpireStore
+	logger  *slog.Logger
+	metrics *ExpireMetrics
+	tracer  trace.Tracer
+	now     func() time.Time
+}
+
+// tracerName names the spans of the promotion module.
+const tracerName = "github.com/pinmarket/pin/modules/promotion"
+
+// NewExpirePromotionsHandler builds the handler.
+func NewExpirePromotionsHandler(cfg ExpireConfig) (*ExpirePromotionsHandler, error) {
+	if cfg.Store == nil || cfg.Logger == nil {
+		return nil, errors.New("app: expire promotions: a store and a logger are required")
+	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &ExpirePromotionsHandler{
+		store: cfg.Store, logger: cfg.Logger, metrics: cfg.Metrics,
+		tracer: tp.Tracer(tracerName), now: cfg.Now,
+	}, nil
+}
+
+// Handle runs one cycle. AsOf is the clock's time (UTC, microseconds, as
+// stored); the cycle's run id goes on the context, so it is in every log
+// line (run_id), on the cycle span and in every event (correlation id).
+//
+// Batches run under context.WithoutCancel(ctx) bounded by the budget: when
+// ctx is cancelled (the runner stops), the batch in flight still commits or
+// rolls back whole, and no further batch starts. Poison items are not
+// errors; an infrastructure error is returned together with the counts of
+// the batches that committed before it.
+func (h *ExpirePromotionsHandler) Handle(ctx context.Context, cmd ExpirePromotions) (ExpireResult, error) {
+	started := time.Now()
+	if cmd.BatchSize <= 0 {
+		cmd.BatchSize = DefaultExpireBatchSize
+	}
+	if cmd.Budget <= 0 {
+		cmd.Budget = DefaultExpireCycleBudget
+	}
+	runID, err := uuid.NewV7()
+	if err != nil {
+		return ExpireResult{}, fmt.Errorf("expire promotions: run id: %w", err)
+	}
+	res := ExpireResult{RunID: runID, AsOf: h.now().UTC().Truncate(time.Microsecond)}
+	ctx = observability.WithRunID(ctx, runID.String())
+	ctx, span := h.tracer.Start(ctx, "expire-promotions.cycle", trace.WithAttributes(
+		attribute.String("pin.run_id", runID.String()),
+		attribute.String("pin.correlation_id", runID.String()),
+		attribute.String("pin.expire.as_of", res.AsOf.Format(time.RFC3339Nano)),
+		attribute.Int("pin.expire.batch_size", cmd.BatchSize),
+	))
+	defer span.End()
+	h.logger.InfoContext(ctx, "cycle started", "as_of", res.AsOf, "batch_size", cmd.BatchSize)
+
+	// The work is not cancelled with ctx: a batch is finished whole.
+	work, cancel := context.WithDeadline(context.WithoutCancel(ctx), started.Add(cmd.Budget))
+	defer cancel()
+
+	err = h.runBatches(ctx, work, cmd, &res)
+	res.Duration = time.Since(started)
+	h.refreshBacklog(ctx)
+
+	span.SetAttributes(
+		attribute.Int("pin.expire.batches", res.Batches),
+		attribute.Int("pin.expire.expired", res.Expired),
+		attribute.Int("pin.expire.skipped_locked", res.SkippedLocked),
+		attribute.Int("pin.expire.failed", res.Failed),
+	)
+	h.metrics.cycleDone(res.Duration, err != nil)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "expiry cycle failed")
+		h.logger.ErrorContext(ctx, "cycle failed", "error", err,
+			"expired", res.Expired, "skipped_locked", res.SkippedLocked, "failed", res.Failed,
+			"duration_ms", res.Duration.Milliseconds())
+		return res, fmt.Errorf("expire promotions: run %s: %w", runID, err)
+	}
+	h.logger.InfoContext(ctx, "cycle completed",
+		"expired", res.Expired, "skipped_locked", res.SkippedLocked, "failed", res.Failed,
+		"duration_ms", res.Duration.Milliseconds(), "batches", res.Batches)
+	return res, nil
+}
+
+// runBatches takes batches while the last one was full, the batch limit
+// and the budget allow, and nobody asked to stop. It stops at the first
+// infrastructure error: that batch is rolled back, and the next cycle
+// retries it.
+func (h *ExpirePromotionsHandler) runBatches(ctx, work context.Context, cmd ExpirePromotions, res *ExpireResult) error {
+	var exclude []uuid.UUID
+	var last time.Duration
+	for {
+		if res.Batches > 0 && !h.mayTakeAnother(ctx, work, cmd, res.Batches, last) {
+			return nil
+		}
+		batchStarted := time.Now()
+		b, err := h.runBatch(work, cmd, res.AsOf, exclude)
+		last = time.Since(batchStarted)
+		if err != nil {
+			return err
+		}
+		res.Batches++
+		res.Expired += len(b.Expired)
+		res.Failed += len(b.Failed)
+		res.SkippedLocked += b.SkippedLocked
+		for _, f := range b.Failed {
+			exclude = append(exclude, f.PurchaseID)
+		}
+		if b.Selected < cmd.BatchSize {
+			return nil // the due purchases that are free to take are all done
+		}
+	}
+}
+
+// mayTakeAnother decides whether a full batch is followed by another in the
+// same cycle. A batch is started only when the budget left is at least
+// twice what the last batch took, so a batch is rarely cut off (and rolled
+// back) by the budget.
+func (h *ExpirePromotionsHandler) mayTakeAnother(ctx, work context.Context, cmd ExpirePromotions, done int, last time.Duration) bool {
+	if cmd.MaxBatchesPerCycle > 0 && done >= cmd.MaxBatchesPerCycle {
+		return false
+	}
+	if ctx.Err() != nil {
+		return false // stopping: the runner waits for this cycle only
+	}
+	deadline, _ := work.Deadline()
+	return time.Until(deadline) >= 2*last
+}
+
+// runBatch runs one batch and reports it: logs, metrics and a span, under
+// which the outbox publication's span nests.
+func (h *ExpirePromotionsHandler) runBatch(ctx context.Context, cmd ExpirePromotions, asOf time.Time, exclude []uuid.UUID) (ExpireBatchResult, error) {
+	ctx, span := h.tracer.Start(ctx, "expire-promotions.batch", trace.WithAttributes(
+		attribute.String("pin.run_id", observability.RunID(ctx)),
+		attribute.Int("pin.expire.limit", cmd.BatchSize),
+	))
+	defer span.End()
+
+	b, err := h.store.ExpireBatch(ctx, ExpireBatch{
+		AsOf:    asOf,
+		Limit:   cmd.BatchSize,
+		Exclude: exclude,
+		Expire:  func(p *domain.Purchase) error { return p.Expire(asOf) },
+		Selected: func(count int) {
+			h.logger.InfoContext(ctx, "batch selected", "count", count)
+		},
+	})
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "expiry batch rolled back")
+		return ExpireBatchResult{}, fmt.Errorf("expire batch: %w", err)
+	}
+
+	tenants := make(map[string]struct{})
+	for _, p := range b.Expired {
+		tenants[p.TenantID().String()] = struct{}{}
+		h.logger.InfoContext(ctx, "promotion expired",
+			"purchase_id", p.ID(), "tenant_id", p.TenantID(),
+			"package_kind", string(p.PackageKind()), "targets_count", len(p.Targets()))
+	}
+	for _, f := range b.Failed {
+		span.AddEvent("item failed", trace.WithAttributes(
+			attribute.String("pin.purchase_id", f.PurchaseID.String()),
+			attribute.String("exception.message", f.Err.Error()),
+		))
+		h.logger.ErrorContext(ctx, "item failed", "purchase_id", f.PurchaseID, "error", f.Err)
+	}
+	tenantIDs := make([]string, 0, len(tenants))
+	for id := range tenants {
+		tenantIDs = append(tenantIDs, id)
+	}
+	span.SetAttributes(
+		attribute.Int("pin.expire.selected", b.Selected),
+		attribute.Int("pin.expire.expired", len(b.Expired)),
+		attribute.Int("pin.expire.failed", len(b.Failed)),
+		attribute.Int("pin.expire.skipped_locked", b.SkippedLocked),
+		attribute.StringSlice("pin.tenant_ids", tenantIDs),
+	)
+	h.metrics.batchDone(len(b.Expired), len(b.Failed), b.SkippedLocked)
+	return b, nil
+}
+
+// refreshBacklog recounts the due purchases left after the cycle. A failed
+// count is logged and counted as an error, not a failed cycle: the
+// transitions are already committed.
+func (h *ExpirePromotionsHandler) refreshBacklog(ctx context.Context) {
+	if h.metrics == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backlogCountTimeout)
+	defer cancel()
+	n, err := h.store.CountDue(cctx, h.now())
+	if err != nil {
+		h.metrics.errors.Inc()
+		h.logger.WarnContext(ctx, "backlog count failed", "error", err)
+		return
+	}
+	h.metrics.backlog.Set(float64(n))
+}

@@ -1,0 +1,100 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes of promotion_expire_items_total.
+const (
+	ExpireOutcomeExpired = "expired"
+	ExpireOutcomeFailed  = "failed"
+)
+
+// ExpireMetrics are the expiry job's Prometheus metrics. Their names are
+// fixed: the dashboard and the alerts of docs/expire-promotions-job.md use
+// them. A nil *ExpireMetrics counts nothing.
+type ExpireMetrics struct {
+	runs       prometheus.Counter
+	duration   prometheus.Histogram
+	items      *prometheus.CounterVec
+	backlog    prometheus.Gauge
+	skipLocked prometheus.Counter
+	errors     prometheus.Counter
+}
+
+// NewExpireMetrics creates the metrics and registers them on reg, so they
+// are exported from the start with zero values (both outcomes of
+// promotion_expire_items_total included): an alert on "no increase" needs a
+// series that exists. With a nil reg they are kept but not exported.
+func NewExpireMetrics(reg prometheus.Registerer) (*ExpireMetrics, error) {
+	m := &ExpireMetrics{
+		runs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "promotion_expire_run_total",
+			Help: "Expiry cycles run, whatever their outcome (liveness of the expire-promotions job).",
+		}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "promotion_expire_cycle_duration_seconds",
+			Help:    "Duration of one expiry cycle.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		items: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "promotion_expire_items_total",
+			Help: "Purchases handled by the expiry job, by outcome: expired (committed) or failed (poison, left Active).",
+		}, []string{"outcome"}),
+		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "promotion_expire_backlog",
+			Help: "Active purchases whose EndsAt has passed and that are not expired yet, counted after each cycle.",
+		}),
+		skipLocked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "promotion_expire_skip_locked_total",
+			Help: "Due purchases a batch passed over because another transaction held their rows.",
+		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "promotion_expire_errors_total",
+			Help: "Errors of the expiry job: poison items and infrastructure errors.",
+		}),
+	}
+	m.items.WithLabelValues(ExpireOutcomeExpired)
+	m.items.WithLabelValues(ExpireOutcomeFailed)
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{m.runs, m.duration, m.items, m.backlog, m.skipLocked, m.errors} {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("expire metrics: register: %w", err)
+	}
+	return m, nil
+}
+
+// batchDone counts a committed batch.
+func (m *ExpireMetrics) batchDone(expired, failed, skippedLocked int) {
+	if m == nil {
+		return
+	}
+	m.items.WithLabelValues(ExpireOutcomeExpired).Add(float64(expired))
+	m.items.WithLabelValues(ExpireOutcomeFailed).Add(float64(failed))
+	m.skipLocked.Add(float64(skippedLocked))
+	m.errors.Add(float64(failed))
+}
+
+// cycleDone counts a cycle; failed means it ended on an infrastructure
+// error.
+func (m *ExpireMetrics) cycleDone(d time.Duration, failed bool) {
+	if m == nil {
+		return
+	}
+	m.runs.Inc()
+	m.duration.Observe(d.Seconds())
+	if failed {
+		m.errors.Inc()
+	}
+}

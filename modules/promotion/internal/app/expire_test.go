@@ -1,0 +1,203 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+)
+
+// scriptedStore plays back one scripted outcome per batch. It stands in for
+// the database only in these tests of the cycle's own logic (how many
+// batches, which context, what is counted); the adapters' tests run the
+// cycle against PostgreSQL.
+type scriptedStore struct {
+	mu      sync.Mutex
+	batches []app.ExpireBatch
+	ctxErrs []error
+	script  []func(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error)
+	due     int
+}
+
+func (s *scriptedStore) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+	s.mu.Lock()
+	i := len(s.batches)
+	s.batches = append(s.batches, b)
+	step := s.script[min(i, len(s.script)-1)]
+	s.mu.Unlock()
+	res, err := step(ctx, b)
+	s.mu.Lock()
+	s.ctxErrs = append(s.ctxErrs, ctx.Err())
+	s.mu.Unlock()
+	return res, err
+}
+
+func (s *scriptedStore) CountDue(context.Context, time.Time) (int, error) { return s.due, nil }
+
+// full returns a batch outcome of b.Limit rows, after taking d.
+func full(d time.Duration) func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
+	return func(_ context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+		time.Sleep(d) // the batch's work
+		return app.ExpireBatchResult{Selected: b.Limit}, nil
+	}
+}
+
+func partial(n int) func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
+	return func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
+		return app.ExpireBatchResult{Selected: n}, nil
+	}
+}
+
+func newCycle(tb testing.TB, store app.ExpireStore) (*app.ExpirePromotionsHandler, *prometheus.Registry) {
+	tb.Helper()
+	reg := prometheus.NewRegistry()
+	metrics, err := app.NewExpireMetrics(reg)
+	require.NoError(tb, err)
+	h, err := app.NewExpirePromotionsHandler(app.ExpireConfig{
+		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics,
+	})
+	require.NoError(tb, err)
+	return h, reg
+}
+
+func TestExpireCycleDefaults(t *testing.T) {
+	t.Parallel()
+	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){partial(0)}}
+	h, _ := newCycle(t, store)
+	res, err := h.Handle(context.Background(), app.ExpirePromotions{})
+	require.NoError(t, err)
+	require.Len(t, store.batches, 1)
+	require.Equal(t, app.DefaultExpireBatchSize, store.batches[0].Limit)
+	require.Equal(t, res.AsOf, store.batches[0].AsOf)
+	require.Equal(t, time.UTC, res.AsOf.Location())
+	require.Equal(t, res.AsOf, res.AsOf.Truncate(time.Microsecond))
+	require.NotEqual(t, uuid.Nil, res.RunID)
+}
+
+// A cycle takes further batches only while the last one was full and the
+// limit allows.
+func TestExpireCycleBatchLimit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		maxBatches int
+		script     []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error)
+		want       int
+	}{
+		{"one batch", 1, []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){full(0)}, 1},
+		{"three batches", 3, []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){full(0)}, 3},
+		{"unlimited until a partial batch", 0, []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){full(0), full(0), full(0), partial(3)}, 4},
+		{"a partial batch ends the cycle", 5, []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){partial(9)}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := &scriptedStore{script: tc.script}
+			h, _ := newCycle(t, store)
+			res, err := h.Handle(context.Background(), app.ExpirePromotions{BatchSize: 10, MaxBatchesPerCycle: tc.maxBatches})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, res.Batches)
+			require.Len(t, store.batches, tc.want)
+		})
+	}
+}
+
+// No batch starts when the budget left is less than twice the last batch's
+// duration; every batch runs under the budget's deadline.
+func TestExpireCycleBudget(t *testing.T) {
+	t.Parallel()
+	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
+		func(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+			_, ok := ctx.Deadline()
+			require.True(t, ok, "a batch runs under the budget's deadline")
+			return full(60*time.Millisecond)(ctx, b)
+		},
+	}}
+	h, _ := newCycle(t, store)
+	res, err := h.Handle(context.Background(), app.ExpirePromotions{BatchSize: 10, Budget: 150 * time.Millisecond})
+	require.NoError(t, err)
+	// After 1 batch (60ms) 90ms are left: not 2×60, so it stops.
+	require.Equal(t, 1, res.Batches)
+}
+
+// Stopping (ctx cancelled) during a batch lets that batch finish with a live
+// context, and starts no further batch.
+func TestExpireCycleStopFinishesBatchInFlight(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
+		func(_ context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+			cancel() // SIGTERM arrives mid-batch
+			return app.ExpireBatchResult{Selected: b.Limit}, nil
+		},
+	}}
+	h, _ := newCycle(t, store)
+	res, err := h.Handle(ctx, app.ExpirePromotions{BatchSize: 10, MaxBatchesPerCycle: 0})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Batches, "no batch after the stop")
+	require.NoError(t, store.ctxErrs[0], "the batch in flight was not cancelled")
+}
+
+// An infrastructure error ends the cycle with the counts of the batches
+// committed before it, and is counted.
+func TestExpireCycleInfrastructureError(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("connection reset")
+	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
+		func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
+			return app.ExpireBatchResult{Selected: 2, SkippedLocked: 1, Failed: []app.FailedExpiry{{PurchaseID: uuid.New(), Err: boom}}}, nil
+		},
+		func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
+			return app.ExpireBatchResult{}, boom
+		},
+	}}
+	h, reg := newCycle(t, store)
+	res, err := h.Handle(context.Background(), app.ExpirePromotions{BatchSize: 2, MaxBatchesPerCycle: 0})
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, 1, res.Batches)
+	require.Equal(t, 1, res.Failed)
+	require.Equal(t, 1, res.SkippedLocked)
+	require.Equal(t, 2.0, counter(t, reg, "promotion_expire_errors_total"), "one poison item, one failed cycle")
+	require.Equal(t, 1.0, counter(t, reg, "promotion_expire_run_total"))
+	require.Equal(t, 1.0, counter(t, reg, "promotion_expire_skip_locked_total"))
+}
+
+// Items that failed in a batch are excluded from the cycle's later batches.
+func TestExpireCycleExcludesFailedItems(t *testing.T) {
+	t.Parallel()
+	poison := uuid.New()
+	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
+		func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
+			return app.ExpireBatchResult{Selected: 1, Failed: []app.FailedExpiry{{PurchaseID: poison, Err: errors.New("no targets")}}}, nil
+		},
+		partial(0),
+	}}
+	h, _ := newCycle(t, store)
+	res, err := h.Handle(context.Background(), app.ExpirePromotions{BatchSize: 1, MaxBatchesPerCycle: 0})
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Batches)
+	require.Empty(t, store.batches[0].Exclude)
+	require.Equal(t, []uuid.UUID{poison}, store.batches[1].Exclude)
+}
+
+// counter returns the value of an unlabelled counter in reg.
+func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
+	tb.Helper()
+	families, err := reg.Gather()
+	require.NoError(tb, err)
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	tb.Fatalf("counter %s not found", name)
+	return 0
+}

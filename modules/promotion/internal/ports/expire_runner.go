@@ -1,0 +1,96 @@
+package ports
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+)
+
+// ExpireRunnerName is the runner's name in logs and in
+// pin_runner_restarts_total{runner}.
+const ExpireRunnerName = "expire-promotions"
+
+// DefaultExpireInterval is the job's default interval (the design
+// document's 60 s).
+const DefaultExpireInterval = 60 * time.Second
+
+// ExpireCycle runs one expiry cycle; *app.ExpirePromotionsHandler is one.
+type ExpireCycle interface {
+	Handle(ctx context.Context, cmd app.ExpirePromotions) (app.ExpireResult, error)
+}
+
+// ExpireRunner is the expire-promotions background job (a host.Runner): one
+// cycle right at start, then one per interval tick.
+//
+// Cycles never overlap: the loop runs them one after another. Ticks that
+// fall while a cycle overruns the interval are skipped, not queued — Go's
+// ticker keeps at most one undelivered tick and drops the rest, and the
+// runner discards that one too, so after an overrun the next cycle waits for
+// the next tick on the fixed grid. The backlog is then taken by that cycle
+// (or, with MaxBatchesPerCycle != 1, by more batches of the same cycle).
+type ExpireRunner struct {
+	cycle    ExpireCycle
+	cmd      app.ExpirePromotions
+	interval time.Duration
+	logger   *slog.Logger
+}
+
+// NewExpireRunner returns the runner of cycle, running cmd every interval
+// (DefaultExpireInterval when 0).
+func NewExpireRunner(cycle ExpireCycle, cmd app.ExpirePromotions, interval time.Duration, logger *slog.Logger) (*ExpireRunner, error) {
+	if cycle == nil || logger == nil {
+		return nil, errors.New("ports: expire runner needs a cycle and a logger")
+	}
+	if interval < 0 {
+		return nil, errors.New("ports: expire runner: negative interval")
+	}
+	if interval == 0 {
+		interval = DefaultExpireInterval
+	}
+	return &ExpireRunner{cycle: cycle, cmd: cmd, interval: interval, logger: logger}, nil
+}
+
+// Name implements host.Runner.
+func (r *ExpireRunner) Name() string { return ExpireRunnerName }
+
+// Run implements host.Runner. It returns nil once ctx is cancelled and the
+// cycle in flight has finished: the cycle itself finishes its batch whole
+// (commit or rollback) before returning. A failed cycle is logged by the
+// cycle and retried at the next tick, not returned: a restart would not do
+// better than the next tick.
+func (r *ExpireRunner) Run(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	ticker := time.NewTicker(r.interval)
+	defer ticker.Stop()
+	for {
+		started := time.Now()
+		_, _ = r.cycle.Handle(ctx, r.cmd)
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.skipMissedTicks(ctx, ticker, time.Since(started))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// skipMissedTicks drops the tick that fired while an overrunning cycle ran
+// (the ticker has dropped any others), so the overrun is not followed by an
+// immediate catch-up cycle.
+func (r *ExpireRunner) skipMissedTicks(ctx context.Context, ticker *time.Ticker, took time.Duration) {
+	select {
+	case <-ticker.C:
+		r.logger.WarnContext(ctx, "cycle overran the interval; missed ticks skipped",
+			"runner", ExpireRunnerName, "duration_ms", took.Milliseconds(),
+			"interval_ms", r.interval.Milliseconds(), "skipped_ticks", max(int(took/r.interval), 1))
+	default:
+	}
+}

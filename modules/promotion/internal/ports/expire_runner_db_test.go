@@ -1,0 +1,300 @@
+package ports_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/platform/observability"
+	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+// expireRunnerBundle is the real expiry job (runner, cycle, repository,
+// outbox) on a fresh database.
+type expireRunnerBundle struct {
+	ctx   context.Context
+	db    *testbed.Database
+	cycle *app.ExpirePromotionsHandler
+	logs  *lockedBuffer
+	pkgID uuid.UUID
+}
+
+func newExpireRunnerBundle(tb testing.TB) *expireRunnerBundle {
+	tb.Helper()
+	db := testbed.NewDatabase(tb)
+	logs := &lockedBuffer{}
+	logger := observability.NewLogger(logs, slog.LevelInfo)
+	publisher, err := outbox.NewPublisher(logger, noop.NewTracerProvider())
+	require.NoError(tb, err)
+	store, err := adapters.NewExpireRepository(db.Gorm, publisher)
+	require.NoError(tb, err)
+	cycle, err := app.NewExpirePromotionsHandler(app.ExpireConfig{Store: store, Logger: logger})
+	require.NoError(tb, err)
+	b := &expireRunnerBundle{ctx: context.Background(), db: db, cycle: cycle, logs: logs, pkgID: uuid.New()}
+	b.exec(tb, fmt.Sprintf(`INSERT INTO promotion.promotion_packages
+		(id, code, name, kind, duration_days, boost_weight, price_amount, currency_id, is_active, created_at, updated_at)
+		VALUES ('%s', 'runner-test-week', 'Runner test', 'PostBoost', 7, 5, 99.90, 643, true, now(), now())`, b.pkgID))
+	return b
+}
+
+func (b *expireRunnerBundle) runner(tb testing.TB, interval, budget time.Duration) *ports.ExpireRunner {
+	tb.Helper()
+	r, err := ports.NewExpireRunner(b.cycle, app.ExpirePromotions{BatchSize: 200, MaxBatchesPerCycle: 1, Budget: budget},
+		interval, slog.New(slog.NewTextHandler(b.logs, nil)))
+	require.NoError(tb, err)
+	return r
+}
+
+func (b *expireRunnerBundle) exec(tb testing.TB, stmts ...string) {
+	tb.Helper()
+	for _, s := range stmts {
+		_, err := b.db.SQL.ExecContext(b.ctx, s)
+		require.NoError(tb, err, s)
+	}
+}
+
+// insertPurchase stores an Active purchase with one target that runs a week
+// and ends at endsAt (so it may already be due: the period is moved into the
+// past as a whole).
+func (b *expireRunnerBundle) insertPurchase(tb testing.TB, endsAt time.Time) uuid.UUID {
+	tb.Helper()
+	id := uuid.New()
+	_, err := b.db.SQL.ExecContext(b.ctx, `INSERT INTO promotion.promotion_purchases
+		(id, tenant_id, package_id, package_code, package_kind, boost_weight, price_amount, currency_id,
+		 currency_iso_code, currency_name, currency_sign, status, payment_status, starts_at, ends_at,
+		 created_by_user_id, created_at, updated_at, version)
+		VALUES ($1, $2, $3, 'runner-test-week', 'PostBoost', 5, 99.90, 643, 'RUB', 'Российский рубль', '₽',
+		 'Active', 'NotRequired', $4, $5, $6, now(), now(), 1)`,
+		id, uuid.New(), b.pkgID, endsAt.Add(-7*24*time.Hour), endsAt, uuid.New())
+	require.NoError(tb, err)
+	_, err = b.db.SQL.ExecContext(b.ctx, `INSERT INTO promotion.promotion_purchase_targets
+		(purchase_id, target_kind, target_id, position) VALUES ($1, 'Post', $2, 0)`, id, uuid.New())
+	require.NoError(tb, err)
+	return id
+}
+
+func (b *expireRunnerBundle) statusCounts(tb testing.TB) map[string]int {
+	tb.Helper()
+	rows, err := b.db.SQL.QueryContext(b.ctx, `SELECT status, count(*) FROM promotion.promotion_purchases GROUP BY status`)
+	require.NoError(tb, err)
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		require.NoError(tb, rows.Scan(&s, &n))
+		out[s] = n
+	}
+	require.NoError(tb, rows.Err())
+	return out
+}
+
+func (b *expireRunnerBundle) eventCount(tb testing.TB) int {
+	tb.Helper()
+	var n int
+	require.NoError(tb, b.db.SQL.QueryRowContext(b.ctx, `SELECT count(*) FROM `+outbox.TableName(contract.Topic)).Scan(&n))
+	return n
+}
+
+// lockedRows counts the purchases whose rows some transaction holds.
+func (b *expireRunnerBundle) lockedRows(tb testing.TB) int {
+	tb.Helper()
+	tx, err := b.db.SQL.BeginTx(b.ctx, nil)
+	require.NoError(tb, err)
+	defer func() { _ = tx.Rollback() }()
+	var total, free int
+	require.NoError(tb, tx.QueryRowContext(b.ctx, `SELECT count(*) FROM promotion.promotion_purchases`).Scan(&total))
+	require.NoError(tb, tx.QueryRowContext(b.ctx, `SELECT count(*) FROM (SELECT id FROM promotion.promotion_purchases
+		FOR UPDATE SKIP LOCKED) AS free`).Scan(&free))
+	return total - free
+}
+
+// blockUpdates makes every UPDATE of the purchases wait for an advisory lock
+// that the test holds on its own session (a session lock opens no
+// transaction). release lets them go; it is also registered as cleanup.
+func (b *expireRunnerBundle) blockUpdates(tb testing.TB) (release func()) {
+	tb.Helper()
+	const key = 7_070_707
+	conn, err := b.db.SQL.Conn(b.ctx)
+	require.NoError(tb, err)
+	_, err = conn.ExecContext(b.ctx, `SELECT pg_advisory_lock($1)`, key)
+	require.NoError(tb, err)
+	b.exec(tb, fmt.Sprintf(`CREATE FUNCTION promotion.expire_test_wait() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM pg_advisory_xact_lock(%d);
+	RETURN NULL;
+END $$`, key), `CREATE TRIGGER expire_test_wait BEFORE UPDATE ON promotion.promotion_purchases
+	FOR EACH STATEMENT EXECUTE FUNCTION promotion.expire_test_wait()`)
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			_, err := conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, key)
+			require.NoError(tb, err)
+			require.NoError(tb, conn.Close())
+		})
+	}
+	tb.Cleanup(release)
+	return release
+}
+
+// waitForBlockedUpdate polls until a session waits for the test's advisory
+// lock: the batch is in flight, with its rows locked.
+func (b *expireRunnerBundle) waitForBlockedUpdate(tb testing.TB) {
+	tb.Helper()
+	waitUntil(tb, 20*time.Second, "the batch's UPDATE to block", func() bool {
+		var n int
+		require.NoError(tb, b.db.SQL.QueryRowContext(b.ctx, `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n))
+		return n > 0
+	})
+}
+
+// Tests table, row "Cancellation": the runner is stopped while its batch is
+// in flight. The batch commits whole, the row locks are released, and Run
+// returns only after that.
+func TestExpireRunnerStopCommitsBatchInFlight(t *testing.T) {
+	t.Parallel()
+	b := newExpireRunnerBundle(t)
+	for range 5 {
+		b.insertPurchase(t, time.Now().Add(-time.Hour))
+	}
+	release := b.blockUpdates(t)
+	rr := startRunner(t, b.runner(t, time.Hour, 30*time.Second))
+	b.waitForBlockedUpdate(t)
+	require.Equal(t, 5, b.lockedRows(t), "the batch holds its rows")
+
+	rr.cancel()
+	require.False(t, rr.returned(200*time.Millisecond), "Run returned while its batch was in flight")
+	release()
+	require.True(t, rr.returned(20*time.Second), "Run did not return after its batch finished")
+	require.NoError(t, rr.err)
+
+	require.Equal(t, map[string]int{"Expired": 5}, b.statusCounts(t), "committed whole")
+	require.Equal(t, 5, b.eventCount(t))
+	require.Zero(t, b.lockedRows(t), "locks released")
+	require.Contains(t, b.logs.String(), `"msg":"cycle completed"`)
+}
+
+// Stopped, and then the cycle budget runs out while the batch still waits:
+// the batch is rolled back whole (no transition, no event), its locks go,
+// and Run returns.
+func TestExpireRunnerBudgetRollsBackBatchInFlight(t *testing.T) {
+	t.Parallel()
+	b := newExpireRunnerBundle(t)
+	for range 5 {
+		b.insertPurchase(t, time.Now().Add(-time.Hour))
+	}
+	release := b.blockUpdates(t)
+	rr := startRunner(t, b.runner(t, time.Hour, 750*time.Millisecond))
+	b.waitForBlockedUpdate(t)
+	rr.cancel()
+	require.True(t, rr.returned(20*time.Second), "Run did not return after the cycle budget")
+	require.NoError(t, rr.err)
+	require.Contains(t, b.logs.String(), `"msg":"cycle failed"`)
+
+	// The server session may still be waiting on the lock after the client
+	// gave up; once it can move, it finds its client gone and rolls back.
+	release()
+	waitUntil(t, 20*time.Second, "the rolled-back batch to release its locks", func() bool { return b.lockedRows(t) == 0 })
+	require.Equal(t, map[string]int{"Active": 5}, b.statusCounts(t), "rolled back whole")
+	require.Zero(t, b.eventCount(t))
+}
+
+// Tests table, row "SLO точности": a purchase with EndsAt = t is expired by
+// the first cycle whose AsOf is at or after t, which starts no later than
+// t + Interval (+ the duration of a cycle that overran) — here with a short
+// interval.
+func TestExpireRunnerSLO(t *testing.T) {
+	t.Parallel()
+	const interval = 300 * time.Millisecond
+	b := newExpireRunnerBundle(t)
+	rr := startRunner(t, b.runner(t, interval, interval))
+	endsAt := time.Now().Add(interval + 150*time.Millisecond).UTC().Truncate(time.Microsecond)
+	id := b.insertPurchase(t, endsAt)
+
+	var expiredAt time.Time
+	waitUntil(t, 20*time.Second, "the purchase to expire", func() bool {
+		var status string
+		require.NoError(t, b.db.SQL.QueryRowContext(b.ctx,
+			`SELECT status, updated_at FROM promotion.promotion_purchases WHERE id = $1`, id).Scan(&status, &expiredAt))
+		return status == "Expired"
+	})
+	observed := time.Now()
+	rr.cancel()
+
+	// The cycle that expired it is the first one with AsOf >= EndsAt.
+	cycles := b.logs.records(t, "cycle started")
+	expiredBy := b.logs.records(t, "promotion expired")
+	require.Len(t, expiredBy, 1)
+	runID := expiredBy[0]["run_id"]
+	var asOf, previous time.Time
+	for _, c := range cycles {
+		at, err := time.Parse(time.RFC3339Nano, c["as_of"].(string))
+		require.NoError(t, err)
+		if c["run_id"] == runID {
+			asOf = at
+			break
+		}
+		require.True(t, at.Before(endsAt), "a cycle at %s, after EndsAt %s, missed the purchase", at, endsAt)
+		previous = at
+	}
+	require.False(t, asOf.IsZero())
+	require.True(t, expiredAt.Equal(asOf), "UpdatedAt = the cycle's AsOf")
+	require.False(t, asOf.Before(endsAt))
+	// Cycles take milliseconds here, so the bound is t + Interval; the slack
+	// is for scheduling on a busy test machine.
+	const slack = 250 * time.Millisecond
+	require.LessOrEqual(t, asOf.Sub(endsAt), interval+slack, "expired %s after EndsAt", asOf.Sub(endsAt))
+	require.LessOrEqual(t, asOf.Sub(previous), interval+slack, "ticks are an interval apart")
+	t.Logf("EndsAt -> AsOf %s, EndsAt -> observed %s (interval %s)", asOf.Sub(endsAt), observed.Sub(endsAt), interval)
+}
+
+// lockedBuffer is a log sink safe for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// records returns the JSON log records whose msg is msg, in order.
+func (l *lockedBuffer) records(tb testing.TB, msg string) []map[string]any {
+	tb.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(l.String(), "\n") {
+		if !strings.HasPrefix(line, "{") {
+			continue // the runner's own text lines
+		}
+		var rec map[string]any
+		require.NoError(tb, json.Unmarshal([]byte(line), &rec))
+		if rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
