@@ -100,6 +100,10 @@ func (h *Host) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	for _, r := range h.runners {
+		// Export the series from start, so a dashboard shows 0, not "no data".
+		h.restarts.WithLabelValues(r.Name())
+		h.failures.WithLabelValues(r.Name(), "error")
+		h.failures.WithLabelValues(r.Name(), "panic")
 		wg.Go(func() { h.supervise(runCtx, r) })
 	}
 

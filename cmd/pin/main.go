@@ -1,0 +1,99 @@
+// Command pin is the Pin backend's modular monolith: it serves the HTTP API,
+// runs the modules' background runners and forwards the outbox to Kafka.
+//
+// See docs/operations.md or `pin help` for the commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/pinmarket/pin/platform/config"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2 // bad configuration or bad command line
+)
+
+const usage = `pin — the Pin backend (promotion module)
+
+Usage:
+  pin serve                                   HTTP API, background runners and the outbox forwarder
+  pin dev                                     serve on one machine with only PostgreSQL (embedded Kafka-protocol broker)
+  pin migrate up|down|status                  apply, revert one, or list the embedded migrations
+  pin expire-promotions --once [--batch-size N]  run exactly one expiry cycle and print its JSON result
+  pin token --tenant UUID [--user UUID] [--role ROLE]...  print a development JWT
+  pin healthcheck                             exit 0 when the local server's /readyz answers 200
+  pin version                                 print the version
+
+Configuration comes from the environment (PIN_*); see README.md.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+// usageError is a bad command line: reported with exit code 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func run(args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, environ, stdout, stderr, false)
+	case "dev":
+		err = serve(ctx, environ, stdout, stderr, true)
+	case "migrate":
+		err = migrate(ctx, args[1:], environ, stdout)
+	case "expire-promotions":
+		err = expirePromotions(ctx, args[1:], environ, stdout, stderr)
+	case "token":
+		err = token(args[1:], environ, stdout)
+	case "healthcheck":
+		err = healthcheck(ctx, environ)
+	case "version":
+		fmt.Fprintln(stdout, "pin", version())
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		err = usageError{fmt.Sprintf("unknown command %q (try: pin help)", args[0])}
+	}
+	return report(err, stderr)
+}
+
+// report prints err as the process's last line and picks the exit code.
+func report(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitOK
+	}
+	var cfgErr *config.Error
+	var useErr usageError
+	switch {
+	case errors.As(err, &cfgErr):
+		fmt.Fprintf(stderr, "pin: configuration: %s\n", cfgErr)
+		return exitUsage
+	case errors.As(err, &useErr):
+		fmt.Fprintf(stderr, "pin: %s\n", useErr.msg)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "pin: %v\n", err)
+		return exitFailed
+	}
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/pinmarket/pin/platform/config"
+	"github.com/pinmarket/pin/platform/postgres"
+)
+
+func migrate(ctx context.Context, args, environ []string, stdout io.Writer) error {
+	if len(args) != 1 || (args[0] != "up" && args[0] != "down" && args[0] != "status") {
+		return usageError{"migrate: want exactly one of up, down, status"}
+	}
+	cfg, err := config.Load(environ, 0)
+	if err != nil {
+		return err
+	}
+	db, err := postgres.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	defer sqlDB.Close()
+	provider, err := postgres.MigrationProvider(sqlDB)
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "up":
+		results, err := provider.Up(ctx)
+		for _, r := range results {
+			fmt.Fprintf(stdout, "applied %s (%s)\n", r.Source.Path, r.Duration)
+		}
+		if err != nil {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		if len(results) == 0 {
+			fmt.Fprintln(stdout, "no migrations to apply: the database is up to date")
+		}
+	case "down":
+		r, err := provider.Down(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate down: %w", err)
+		}
+		fmt.Fprintf(stdout, "reverted %s (%s)\n", r.Source.Path, r.Duration)
+	case "status":
+		statuses, err := provider.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate status: %w", err)
+		}
+		for _, s := range statuses {
+			applied := "pending"
+			if s.State == "applied" {
+				applied = "applied " + s.AppliedAt.UTC().Format("2006-01-02T15:04:05Z")
+			}
+			fmt.Fprintf(stdout, "%-40s %s\n", s.Source.Path, applied)
+		}
+	}
+	return nil
+}

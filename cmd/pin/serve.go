@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"gorm.io/gorm"
+
+	"github.com/pinmarket/pin/modules/promotion"
+	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/platform/auth"
+	"github.com/pinmarket/pin/platform/config"
+	"github.com/pinmarket/pin/platform/host"
+	"github.com/pinmarket/pin/platform/httpserver"
+	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/observability"
+	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/postgres"
+)
+
+// platform is what every command that talks to the database shares.
+type platform struct {
+	cfg    config.Config
+	logger *slog.Logger
+	reg    *prometheus.Registry
+	tp     *sdktrace.TracerProvider
+	db     *gorm.DB
+}
+
+func newPlatform(ctx context.Context, cfg config.Config, stderr io.Writer) (*platform, error) {
+	level, err := observability.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	logger := observability.NewLogger(stderr, level)
+	slog.SetDefault(logger)
+	tp, err := observability.NewTracerProvider(ctx, version())
+	if err != nil {
+		return nil, err
+	}
+	db, err := postgres.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		_ = tp.Shutdown(ctx)
+		return nil, err
+	}
+	return &platform{cfg: cfg, logger: logger, reg: observability.NewRegistry(), tp: tp, db: db}, nil
+}
+
+func (p *platform) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.tp.Shutdown(ctx); err != nil {
+		p.logger.Warn("tracer provider shutdown", "error", err)
+	}
+	if sqlDB, err := p.db.DB(); err == nil {
+		_ = sqlDB.Close()
+	}
+}
+
+func (p *platform) promotionModule(authn *auth.Authenticator, publisher *outbox.Publisher) (*promotion.Module, error) {
+	return promotion.New(promotion.Deps{
+		DB:             p.db,
+		Outbox:         publisher,
+		Auth:           authn,
+		Logger:         p.logger,
+		Registerer:     p.reg,
+		TracerProvider: p.tp,
+		Now:            time.Now,
+		Expire: promotion.ExpireConfig{
+			Interval:           p.cfg.ExpireInterval,
+			BatchSize:          p.cfg.ExpireBatchSize,
+			MaxBatchesPerCycle: p.cfg.ExpireMaxBatchesPerCycle,
+			CycleBudget:        p.cfg.ExpireCycleBudget,
+		},
+	})
+}
+
+// serve runs `pin serve`, or `pin dev` when dev is set: the same host, with
+// the database created and migrated, an embedded broker when no
+// PIN_KAFKA_BROKERS is given, a generated JWT secret, demo packages and a
+// printed how-to.
+func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev bool) error {
+	needs := config.NeedKafka | config.NeedJWTSecret
+	if dev {
+		needs = 0
+	}
+	cfg, err := config.Load(environ, needs)
+	if err != nil {
+		return err
+	}
+	if dev {
+		if err := postgres.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
+			return err
+		}
+		if cfg.JWTSecret == "" {
+			cfg.JWTSecret = randomSecret()
+		}
+	}
+
+	p, err := newPlatform(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	sqlDB, err := p.db.DB()
+	if err != nil {
+		return err
+	}
+	if dev {
+		if err := postgres.Migrate(ctx, sqlDB); err != nil {
+			return err
+		}
+		if len(cfg.KafkaBrokers) == 0 {
+			stopBroker, err := kafka.StartEmbedded(cfg.DevKafkaAddr, contract.Topic)
+			if err != nil {
+				return fmt.Errorf("dev: embedded Kafka-protocol broker on %s (PIN_DEV_KAFKA_ADDR): %w", cfg.DevKafkaAddr, err)
+			}
+			defer stopBroker()
+			cfg.KafkaBrokers = []string{cfg.DevKafkaAddr}
+			p.logger.Info("embedded Kafka-protocol broker started", "addr", cfg.DevKafkaAddr, "topic", contract.Topic)
+		}
+	}
+
+	authn, err := auth.NewAuthenticator([]byte(cfg.JWTSecret))
+	if err != nil {
+		return &config.Error{Var: "PIN_AUTH_JWT_SECRET", Rule: err.Error()}
+	}
+	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr}
+	e := httpserver.New(httpCfg, p.logger, p.reg, p.tp)
+	h, err := host.New(host.Config{ShutdownTimeout: cfg.ShutdownTimeout}, e, func(ctx context.Context) error {
+		return httpserver.Serve(ctx, e, httpCfg, cfg.ShutdownTimeout)
+	}, p.logger, p.reg)
+	if err != nil {
+		return err
+	}
+	host.RegisterProbes(e, func(ctx context.Context) error { return postgres.Ready(ctx, sqlDB) }, p.reg)
+
+	publisher, err := outbox.NewPublisher(p.logger, p.tp)
+	if err != nil {
+		return err
+	}
+	module, err := p.promotionModule(authn, publisher)
+	if err != nil {
+		return err
+	}
+	h.AddModule(module)
+
+	forwarder, err := outbox.NewForwarder(sqlDB, outbox.ForwarderConfig{
+		Brokers:      cfg.KafkaBrokers,
+		Topics:       []string{contract.Topic},
+		PollInterval: cfg.OutboxPollInterval,
+	}, p.logger, p.reg, p.tp)
+	if err != nil {
+		return err
+	}
+	h.AddRunner(forwarder)
+	cleaner, err := outbox.NewRetentionCleaner(sqlDB, outbox.RetentionConfig{
+		Topics:    []string{contract.Topic},
+		Retention: cfg.OutboxRetention,
+	}, p.logger)
+	if err != nil {
+		return err
+	}
+	h.AddRunner(cleaner)
+
+	if dev {
+		if err := module.SeedDemoPackages(ctx); err != nil {
+			return err
+		}
+		if err := printDevHowTo(stdout, cfg, authn); err != nil {
+			return err
+		}
+	}
+	p.logger.Info("pin started", "version", version(), "http_addr", cfg.HTTPAddr, "dev", dev)
+	if err := h.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func randomSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func printDevHowTo(w io.Writer, cfg config.Config, authn *auth.Authenticator) error {
+	tenant := auth.Principal{UserID: uuid.New(), TenantID: uuid.New()}
+	admin := auth.Principal{UserID: uuid.New(), TenantID: uuid.New(), Roles: []string{auth.RoleAdmin}}
+	tenantToken, err := authn.Issue(tenant, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	adminToken, err := authn.Issue(admin, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	base := "http://" + cfg.HTTPAddr
+	fmt.Fprintf(w, `
+pin dev is running (development only).
+
+  API        %[1]s
+  Kafka      %[2]s   topic %[3]s
+  JWT secret %[4]s
+
+Tokens (24 h):
+  export TOKEN=%[5]s
+  export ADMIN_TOKEN=%[6]s
+
+Try it:
+  curl -s %[1]s/api/developers/v1/promotion-packages -H "Authorization: Bearer $TOKEN"
+  PACKAGE_ID=$(curl -s %[1]s/api/developers/v1/promotion-packages -H "Authorization: Bearer $TOKEN" | jq -r '.items[] | select(.code=="project-boost-week") | .id')
+  PURCHASE_ID=$(curl -s -X POST %[1]s/api/developers/v1/promotions -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+      -H "Idempotency-Key: $(uuidgen || cat /proc/sys/kernel/random/uuid)" \
+      -d "{\"packageId\":\"$PACKAGE_ID\",\"targets\":[{\"targetKind\":\"Project\",\"targetId\":\"$(cat /proc/sys/kernel/random/uuid)\"}]}" | jq -r .id)
+  curl -s %[1]s/api/developers/v1/promotions/$PURCHASE_ID -H "Authorization: Bearer $TOKEN"
+  curl -s -X POST %[1]s/api/developers/v1/promotions/$PURCHASE_ID/cancel -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"reason":"changed my mind"}'
+  kcat -C -b %[2]s -t %[3]s -o beginning -e -f 'key=%%k partition=%%p headers=%%h\n%%s\n\n'
+  curl -s %[1]s/metrics | grep -E '^(promotion_expire|pin_outbox)'
+
+`, base, cfg.KafkaBrokers[0], contract.Topic, cfg.JWTSecret, tenantToken, adminToken)
+	return nil
+}
