@@ -17,6 +17,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/components/forwarder"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pinmarket/pin/platform/kafka"
@@ -157,6 +158,11 @@ func NewForwarder(db *sql.DB, cfg ForwarderConfig, logger *slog.Logger, reg prom
 	inFlight := make(map[string]*sync.Mutex, len(cfg.Topics))
 	for _, t := range cfg.Topics {
 		inFlight[t] = &sync.Mutex{}
+		// The series exist at 0 from the start: a counter that first appears
+		// at 1 is no increase to rate()/increase(), so the first failure
+		// would go unseen by the alerts and dashboards.
+		m.published.WithLabelValues(t)
+		m.errors.WithLabelValues(t)
 	}
 	return &Forwarder{
 		inFlight: inFlight,
@@ -345,6 +351,7 @@ func (k *kafkaOut) publish(topic string, msg *message.Message) error {
 	if err != nil {
 		k.metrics.errors.WithLabelValues(topic).Inc()
 		span.RecordError(err)
+		span.SetStatus(codes.Error, "forward to Kafka failed")
 		if isMessageError(err) {
 			return err
 		}

@@ -21,10 +21,7 @@ import (
 // (librdkafka), an independent Kafka client, the way an operator would.
 func TestKcatReadsTheForwardedRecord(t *testing.T) {
 	t.Parallel()
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Skip("kcat is not installed (Debian: apt-get install -y kcat); skipping the kcat cross-check")
-	}
+	kcat := externalTool(t, "kcat", "Debian: apt-get install -y kcat")
 	b := setup(t)
 	brokers := testbed.NewKafka(t, topic)
 	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers}, nil)

@@ -53,10 +53,7 @@ var plannedMetrics = []string{
 // TestPromtool runs `promtool check rules` and the unit tests of the alerts.
 func TestPromtool(t *testing.T) {
 	t.Parallel()
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not on PATH (Debian: apt-get install prometheus); alert rules not checked")
-	}
+	promtool := externalTool(t, "promtool", "Debian: apt-get install -y prometheus")
 	for _, args := range [][]string{
 		{"check", "rules", alertsPath},
 		{"test", "rules", alertTestsPath},

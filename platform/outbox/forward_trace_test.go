@@ -1,0 +1,143 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/postgres"
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+// TestForwardSpanContinuesThePublicationTrace checks the forwarder's span
+// per message: a child of the publication span carried in the row's
+// traceparent (so the trace that made the change reaches Kafka), with the
+// messaging attributes, and an error status for a message Kafka never takes.
+func TestForwardSpanContinuesThePublicationTrace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	brokers := testbed.NewKafka(t, topic)
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	pub, err := outbox.NewPublisher(b.logger, tp)
+	require.NoError(t, err)
+
+	ctx, useCase := tp.Tracer("test").Start(b.ctx, "use case")
+	good := event(uuid.NewString(), 1)
+	require.NoError(t, postgres.InTx(ctx, b.db.Gorm, func(tx postgres.Tx) error {
+		return pub.Publish(ctx, tx, topic, good)
+	}))
+	useCase.End()
+
+	// A row without a partition key, written under a trace of its own as an
+	// older release could have: the marshaler refuses it on every attempt.
+	pctx, manual := tp.Tracer("test").Start(b.ctx, "manual insert")
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(pctx, carrier)
+	manual.End()
+	poisonID := uuid.NewString()
+	env, err := json.Marshal(map[string]any{
+		"destination_topic": topic, "uuid": poisonID, "payload": nil,
+		"metadata": map[string]string{"partition_key": "", "traceparent": carrier.Get("traceparent")},
+	})
+	require.NoError(t, err)
+	_, err = b.db.SQL.Exec(`INSERT INTO `+outbox.TableName(topic)+
+		` (uuid, payload, metadata, transaction_id) VALUES ($1, $2, '{}', pg_current_xact_id())`, uuid.NewString(), env)
+	require.NoError(t, err)
+
+	runTracedForwarder(t, b, outbox.ForwarderConfig{Brokers: brokers, MaxAttempts: 2, RetryBackoff: 10 * time.Millisecond}, tp)
+	rec := newConsumer(t, brokers).until(t, 1)[0]
+	waitFor(t, "the poison row to be dead-lettered", func() bool { _, _, dead := b.stats(t); return dead == 1 })
+
+	forwardSpans := func(id string) []sdktrace.ReadOnlySpan {
+		var out []sdktrace.ReadOnlySpan
+		for _, s := range spans.Ended() {
+			if s.Name() == "outbox forward "+topic && spanAttr(s, "messaging.message.id") == id {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	// A span ends after the broker's acknowledgement, which the consumer may
+	// see first.
+	waitFor(t, "the forward spans to end", func() bool {
+		return len(forwardSpans(good.UUID)) == 1 && len(forwardSpans(poisonID)) == 2
+	})
+
+	var publish sdktrace.ReadOnlySpan
+	for _, s := range spans.Ended() {
+		if s.Name() == "outbox publish "+topic {
+			publish = s
+		}
+	}
+	require.NotNil(t, publish)
+	require.Equal(t, useCase.SpanContext().SpanID(), publish.Parent().SpanID())
+
+	fwd := forwardSpans(good.UUID)[0]
+	require.Equal(t, useCase.SpanContext().TraceID(), fwd.SpanContext().TraceID(), "the forward continues the use case's trace")
+	require.Equal(t, publish.SpanContext().SpanID(), fwd.Parent().SpanID(), "the forward is a child of the publication")
+	require.True(t, fwd.Parent().IsRemote(), "the parent came through the outbox row")
+	require.Equal(t, trace.SpanKindProducer, fwd.SpanKind())
+	require.Equal(t, codes.Unset, fwd.Status().Code)
+	require.Equal(t, "kafka", spanAttr(fwd, "messaging.system"))
+	require.Equal(t, topic, spanAttr(fwd, "messaging.destination.name"))
+
+	// The record carries the publication's traceparent: same trace.
+	recTrace := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(),
+		propagation.MapCarrier{"traceparent": headers(rec)["traceparent"]}))
+	require.True(t, recTrace.IsValid(), headers(rec))
+	require.Equal(t, useCase.SpanContext().TraceID(), recTrace.TraceID())
+	require.Equal(t, publish.SpanContext().SpanID(), recTrace.SpanID())
+
+	for _, s := range forwardSpans(poisonID) {
+		require.Equal(t, manual.SpanContext().TraceID(), s.SpanContext().TraceID())
+		require.Equal(t, manual.SpanContext().SpanID(), s.Parent().SpanID())
+		require.Equal(t, codes.Error, s.Status().Code, "each failed attempt is an error span")
+		require.NotEmpty(t, s.Events(), "the error is recorded")
+	}
+}
+
+// runTracedForwarder runs a forwarder that traces with tp until the test
+// ends.
+func runTracedForwarder(tb testing.TB, b testBundle, cfg outbox.ForwarderConfig, tp trace.TracerProvider) {
+	tb.Helper()
+	cfg.Topics = []string{topic}
+	cfg.PollInterval = 20 * time.Millisecond
+	f, err := outbox.NewForwarder(b.db.SQL, cfg, b.logger, prometheus.NewRegistry(), tp)
+	require.NoError(tb, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(tb, err)
+		case <-time.After(30 * time.Second):
+			tb.Errorf("forwarder did not stop")
+		}
+	})
+}
+
+// spanAttr is the string value of the attribute key on s ("" if absent).
+func spanAttr(s sdktrace.ReadOnlySpan, key attribute.Key) string {
+	for _, kv := range s.Attributes() {
+		if kv.Key == key {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
+}

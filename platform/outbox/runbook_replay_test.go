@@ -1,0 +1,88 @@
+package outbox_test
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+// outboxRunbook is the operators' runbook whose dead-letter SQL the test
+// runs as written.
+const outboxRunbook = "../../docs/runbooks/outbox-backlog.md"
+
+// TestRunbookReplaysADeadLetter runs the runbook's "Remove the cause" and
+// "Replay" SQL, exactly as the runbook prints them, against a dead letter
+// the forwarder made: the event reaches Kafka with its original message id,
+// key and headers, and the dead letter is gone. The replay runs in a session
+// of another time zone, as an operator's psql may.
+func TestRunbookReplaysADeadLetter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	brokers := testbed.NewKafka(t, topic)
+	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers, MaxAttempts: 2, RetryBackoff: 10 * time.Millisecond}, nil)
+
+	// The runbook takes the key from the event's aggregateId.
+	const purchaseID = "01a22af3-4279-7bd5-b202-7b2215989db8"
+	original := event(purchaseID, 1)
+	original.Payload = []byte(`{"messageId":"` + original.UUID + `","aggregateId":"` + purchaseID + `"}`)
+	original.Metadata.Set(outbox.MetaCorrelationID, "req-replay")
+	b.publish(t, original)
+	c := newConsumer(t, brokers)
+	first := c.until(t, 1)[0]
+
+	// The same event again, written without its key as a manual insert
+	// could: the forwarder dead-letters it.
+	_, err := b.db.SQL.Exec(`INSERT INTO `+outbox.TableName(topic)+` (uuid, payload, metadata, transaction_id)
+		SELECT gen_random_uuid()::text, (payload::jsonb #- '{metadata,partition_key}')::json, metadata, pg_current_xact_id()
+		FROM `+outbox.TableName(topic)+` WHERE payload->>'uuid' = $1`, original.UUID)
+	require.NoError(t, err)
+	waitFor(t, "the keyless copy to be dead-lettered", func() bool { _, _, dead := b.stats(t); return dead == 1 })
+	var id int64
+	require.NoError(t, b.db.SQL.QueryRow(`SELECT id FROM `+outbox.DeadLetterTable+` WHERE message_id = $1`, original.UUID).Scan(&id))
+
+	runbook, err := os.ReadFile(outboxRunbook)
+	require.NoError(t, err)
+	conn, err := b.db.SQL.Conn(b.ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(b.ctx, `SET TimeZone = 'Asia/Tokyo'`)
+	require.NoError(t, err)
+	for _, section := range []string{"### 2. Remove the cause", "### 3. Replay"} {
+		script := strings.ReplaceAll(sqlAfter(t, string(runbook), section), "<id>", strconv.FormatInt(id, 10))
+		_, err := conn.ExecContext(b.ctx, script)
+		require.NoError(t, err, "%s:\n%s", section, script)
+	}
+	var skew float64
+	require.NoError(t, conn.QueryRowContext(b.ctx, `SELECT abs(EXTRACT(EPOCH FROM max(created_at) - now() AT TIME ZONE 'UTC'))
+		FROM `+outbox.TableName(topic)).Scan(&skew))
+	require.Less(t, skew, 60.0, "the replayed row's created_at is UTC whatever the session's time zone")
+	_, err = conn.ExecContext(b.ctx, `RESET TimeZone`)
+	require.NoError(t, err)
+
+	replayed := c.until(t, 2)[1]
+	require.Equal(t, string(first.Key), string(replayed.Key))
+	require.Equal(t, string(first.Value), string(replayed.Value))
+	require.Equal(t, headers(first), headers(replayed), "same message id, event type, version, correlation id, traceparent")
+	waitFor(t, "the dead letter to be gone", func() bool { n, _, dead := b.stats(t); return n == 0 && dead == 0 })
+}
+
+// sqlAfter returns the first ```sql block of the section under heading in
+// a Markdown document.
+func sqlAfter(tb testing.TB, doc, heading string) string {
+	tb.Helper()
+	_, rest, ok := strings.Cut(doc, "\n"+heading+"\n")
+	require.True(tb, ok, "no heading %q in the runbook", heading)
+	rest, _, _ = strings.Cut(rest, "\n#")
+	_, rest, ok = strings.Cut(rest, "```sql\n")
+	require.True(tb, ok, "no SQL block after %q", heading)
+	block, _, ok := strings.Cut(rest, "\n```")
+	require.True(tb, ok, "unterminated SQL block after %q", heading)
+	return block
+}
