@@ -189,7 +189,7 @@ func getServer(ctx context.Context) (*server, error) {
 		return nil, fmt.Errorf("PostgreSQL is not reachable at %s: %w\n"+
 			"Integration tests need PostgreSQL 15+. Start the local cluster with\n"+
 			"    pg_ctlcluster --skip-systemctl-redirect 15 main start\n"+
-			"or point %s at a server where this user may CREATE DATABASE.",
+			"or point %s at a server where this user may CREATE DATABASE",
 			postgres.Redact(raw), err, URLEnv)
 	}
 	srv := &server{base: base, admin: admin}
