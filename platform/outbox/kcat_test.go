@@ -21,7 +21,7 @@ import (
 // (librdkafka), an independent Kafka client, the way an operator would.
 func TestKcatReadsTheForwardedRecord(t *testing.T) {
 	t.Parallel()
-	kcat := externalTool(t, "kcat", "Debian: apt-get install -y kcat")
+	kcat := testbed.Tool(t, "kcat", "Debian: apt-get install -y kcat")
 	b := setup(t)
 	brokers := testbed.NewKafka(t, topic)
 	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers}, nil)

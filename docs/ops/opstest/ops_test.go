@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/pinmarket/pin/platform/testbed"
 )
 
 // Paths relative to this package.
@@ -53,7 +55,7 @@ var plannedMetrics = []string{
 // TestPromtool runs `promtool check rules` and the unit tests of the alerts.
 func TestPromtool(t *testing.T) {
 	t.Parallel()
-	promtool := externalTool(t, "promtool", "Debian: apt-get install -y prometheus")
+	promtool := testbed.Tool(t, "promtool", "Debian: apt-get install -y prometheus")
 	for _, args := range [][]string{
 		{"check", "rules", alertsPath},
 		{"test", "rules", alertTestsPath},
