@@ -17,7 +17,8 @@ help: ## list the targets
 build: ## build bin/pin
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN) ./cmd/pin
 
-dev: build check-postgres ## run the module on this machine: API, expiry job, forwarder and an embedded Kafka-protocol broker
+dev: build ## run the module on this machine: API, expiry job, forwarder and an embedded Kafka-protocol broker
+	@./scripts/check-postgres.sh "$${PIN_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/pin?sslmode=disable}"
 	./$(BIN) dev
 
 test: check-postgres ## run every test with the race detector against PIN_TEST_DATABASE_URL

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fails at once, with the way to fix it, when the test PostgreSQL is not reachable.
+# Fails at once, with the way to fix it, when PostgreSQL is not reachable.
+# Usage: check-postgres.sh [URL]   (default: PIN_TEST_DATABASE_URL, else the local server)
 set -euo pipefail
-url="${PIN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}"
+url="${1:-${PIN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}}"
 if command -v pg_isready >/dev/null 2>&1; then
   if pg_isready -q -d "$url" -t 3; then exit 0; fi
 elif (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
