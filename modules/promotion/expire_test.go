@@ -4,23 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/trace/noop"
-
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/modules/promotion/contract"
-	"github.com/pinmarket/pin/platform/auth"
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
@@ -29,51 +26,26 @@ import (
 // expireModule builds the module on db with its metrics on reg.
 func expireModule(tb testing.TB, db *gorm.DB, reg prometheus.Registerer) *promotion.Module {
 	tb.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	publisher, err := outbox.NewPublisher(logger, noop.NewTracerProvider())
-	require.NoError(tb, err)
-	authn, err := auth.NewAuthenticator([]byte("expire-test-secret-0123456789abcdef0123"))
-	require.NoError(tb, err)
-	m, err := promotion.New(promotion.Deps{
-		DB: db, Outbox: publisher, Auth: authn, Logger: logger, Registerer: reg,
-		Expire: promotion.ExpireConfig{Interval: time.Minute, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: 30 * time.Second},
+	m, _ := newModule(tb, db, wiring{
+		registerer: reg,
+		expire:     promotion.ExpireConfig{Interval: time.Minute, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: 30 * time.Second},
 	})
-	require.NoError(tb, err)
 	return m
 }
 
-// insertDuePurchases stores n Active purchases, each with one target, whose
-// week-long period ended an hour ago.
+// insertDuePurchases stores n Active purchases of a fresh package, each
+// with one target, whose week-long period ended an hour ago.
 func insertDuePurchases(tb testing.TB, db *testbed.Database, n int) []uuid.UUID {
 	tb.Helper()
-	ctx := context.Background()
-	pkg := uuid.New()
-	_, err := db.SQL.ExecContext(ctx, `INSERT INTO promotion.promotion_packages
-		(id, code, name, kind, duration_days, boost_weight, price_amount, currency_id, is_active, created_at, updated_at)
-		VALUES ($1, $2, 'Expire test', 'ProjectBoost', 7, 10, 1500, 643, true, now(), now())`,
-		pkg, "expire-once-"+pkg.String()[:8])
-	require.NoError(tb, err)
-	ids := make([]uuid.UUID, n)
-	for i := range ids {
-		ids[i] = uuid.New()
-	}
-	strs := make([]string, n)
-	for i, id := range ids {
-		strs[i] = id.String()
-	}
-	_, err = db.SQL.ExecContext(ctx, `INSERT INTO promotion.promotion_purchases
-		(id, tenant_id, package_id, package_code, package_kind, boost_weight, price_amount, currency_id,
-		 currency_iso_code, currency_name, currency_sign, status, payment_status, starts_at, ends_at,
-		 created_by_user_id, created_at, updated_at, version)
-		SELECT u.id, gen_random_uuid(), $2, p.code, 'ProjectBoost', 10, 1500, 643, 'RUB', 'Российский рубль', '₽',
-			'Active', 'NotRequired', now() - interval '169 hours', now() - interval '1 hour',
-			gen_random_uuid(), now() - interval '169 hours', now() - interval '169 hours', 1
-		FROM unnest($1::uuid[]) AS u(id), promotion.promotion_packages p WHERE p.id = $2`, strs, pkg)
-	require.NoError(tb, err)
-	_, err = db.SQL.ExecContext(ctx, `INSERT INTO promotion.promotion_purchase_targets (purchase_id, target_kind, target_id, position)
-		SELECT id, 'Project', gen_random_uuid(), 0 FROM unnest($1::uuid[]) AS id`, strs)
-	require.NoError(tb, err)
-	return ids
+	id := uuid.New()
+	pkg := promotiontest.InsertPackage(tb, db, promotiontest.Package{
+		ID: id, Code: "expire-once-" + id.String()[:8], Name: "Expire test", Kind: domain.PackageKindProjectBoost,
+		DurationDays: 7, BoostWeight: 10, Price: decimal.NewFromInt(1500),
+	})
+	now := time.Now()
+	return promotiontest.InsertPurchases(tb, db, pkg, n, promotiontest.Purchases{
+		EndsAt: now.Add(-time.Hour), CreatedAt: now.Add(-169 * time.Hour),
+	})
 }
 
 // The job's metrics exist from the start, with zero values, so that "no
@@ -175,40 +147,20 @@ func TestExpireOnceConcurrently(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
 	insertDuePurchases(t, db, 300)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	total := 0
-	errs := make(chan error, 4)
-	for range 4 {
+	instances := make([]promotiontest.ExpireRun, 4)
+	for i := range instances {
 		other, err := postgres.Open(context.Background(), db.URL)
 		require.NoError(t, err)
 		otherSQL, err := other.DB()
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = otherSQL.Close() })
 		m := expireModule(t, other, prometheus.NewRegistry())
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				res, err := m.ExpireOnce(context.Background(), 25)
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				total += res.Expired
-				mu.Unlock()
-				if res.Expired == 0 && res.SkippedLocked == 0 {
-					return
-				}
-			}
-		}()
+		instances[i] = func() (int, int, error) {
+			res, err := m.ExpireOnce(context.Background(), 25)
+			return res.Expired, res.SkippedLocked, err
+		}
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	total, _ := promotiontest.DrainConcurrently(t, instances...)
 	require.Equal(t, 300, total)
 	var expired, events, purchases int
 	require.NoError(t, db.SQL.QueryRow(`SELECT count(*) FROM promotion.promotion_purchases WHERE status = 'Expired'`).Scan(&expired))

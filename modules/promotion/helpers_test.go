@@ -20,11 +20,15 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/httpserver"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -72,17 +76,44 @@ type testBundle struct {
 
 func newTestBundle(tb testing.TB) *testBundle {
 	tb.Helper()
-	db := testbed.NewDatabase(tb)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return newWiredBundle(tb, wiring{})
+}
+
+// wiring is what a test varies when it wires the module; left zero, the
+// module runs quiet: logs discarded, no metrics, no tracing, the default
+// expiry settings.
+type wiring struct {
+	registerer prometheus.Registerer
+	tp         trace.TracerProvider
+	expire     promotion.ExpireConfig
+}
+
+// newModule wires the module on db as cmd/pin does, and returns it with
+// the authenticator that issues its tokens.
+func newModule(tb testing.TB, db *gorm.DB, w wiring) (*promotion.Module, *auth.Authenticator) {
+	tb.Helper()
+	logger := slog.New(slog.DiscardHandler)
 	authn, err := auth.NewAuthenticator(testSecret)
 	require.NoError(tb, err)
-	publisher, err := outbox.NewPublisher(logger, noop.NewTracerProvider())
-	require.NoError(tb, err)
 	module, err := promotion.New(promotion.Deps{
-		DB: db.Gorm, Outbox: publisher, Auth: authn, Logger: logger, TracerProvider: noop.NewTracerProvider(),
+		DB: db, Outbox: promotiontest.Publisher(tb, logger, w.tp), Auth: authn, Logger: logger,
+		Registerer: w.registerer, TracerProvider: w.tp, Expire: w.expire,
 	})
 	require.NoError(tb, err)
-	e := httpserver.New(httpserver.Config{}, logger, nil, noop.NewTracerProvider())
+	return module, authn
+}
+
+// newWiredBundle is a testBundle whose module and HTTP server are wired
+// with w.
+func newWiredBundle(tb testing.TB, w wiring) *testBundle {
+	tb.Helper()
+	db := testbed.NewDatabase(tb)
+	module, authn := newModule(tb, db.Gorm, w)
+	tp := w.tp
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	e := httpserver.New(httpserver.Config{}, slog.New(slog.DiscardHandler), w.registerer, tp)
 	module.RegisterRoutes(e)
 	return &testBundle{db: db, e: e, authn: authn, module: module}
 }
@@ -330,49 +361,22 @@ func (b *testBundle) buy(tb testing.TB, token, packageID string, n int) purchase
 	return p
 }
 
-// outboxEvent is one message in the outbox, unwrapped from the forwarder's
-// envelope and decoded with the contract's consumer-side decoder.
-type outboxEvent struct {
-	Envelope contract.Envelope
-	Metadata map[string]string
-	Raw      []byte
-}
-
 // events returns every message in the promotion topic's outbox table, in
-// the order they were written.
-func (b *testBundle) events(tb testing.TB) []outboxEvent {
+// the order they were written, each checked to keep the contract.
+func (b *testBundle) events(tb testing.TB) []promotiontest.OutboxEvent {
 	tb.Helper()
-	rows, err := b.db.SQL.Query(`SELECT payload FROM ` + outbox.TableName(contract.Topic) + ` ORDER BY transaction_id, "offset"`)
-	require.NoError(tb, err)
-	defer rows.Close()
-	var out []outboxEvent
-	for rows.Next() {
-		var raw []byte
-		require.NoError(tb, rows.Scan(&raw))
-		var fwd struct {
-			DestinationTopic string            `json:"destination_topic"`
-			UUID             string            `json:"uuid"`
-			Payload          []byte            `json:"payload"`
-			Metadata         map[string]string `json:"metadata"`
-		}
-		require.NoError(tb, json.Unmarshal(raw, &fwd))
-		require.Equal(tb, contract.Topic, fwd.DestinationTopic)
-		env, err := contract.Decode(fwd.Payload, nil)
-		require.NoError(tb, err)
-		require.NoError(tb, env.Validate(), "the producer keeps every rule of the contract")
-		require.Equal(tb, env.MessageID.String(), fwd.UUID, "the message UUID is the event's messageId")
-		out = append(out, outboxEvent{Envelope: env, Metadata: fwd.Metadata, Raw: fwd.Payload})
+	out := promotiontest.OutboxEvents(tb, b.db)
+	for _, ev := range out {
+		require.NoError(tb, ev.Envelope.Validate(), "the producer keeps every rule of the contract")
+		require.Equal(tb, ev.Envelope.MessageID.String(), ev.MessageID, "the message UUID is the event's messageId")
 	}
-	require.NoError(tb, rows.Err())
 	return out
 }
 
 // count runs a SELECT count(*) ... query.
 func (b *testBundle) count(tb testing.TB, query string, args ...any) int {
 	tb.Helper()
-	var n int
-	require.NoError(tb, b.db.SQL.QueryRow(query, args...).Scan(&n))
-	return n
+	return promotiontest.Count(tb, b.db, query, args...)
 }
 
 // exec runs a statement directly on the database, as an operator would.

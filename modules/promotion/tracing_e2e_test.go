@@ -2,7 +2,6 @@ package promotion_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -21,9 +20,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/modules/promotion/contract"
-	"github.com/pinmarket/pin/platform/auth"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/httpserver"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/testbed"
@@ -50,26 +48,12 @@ type tracedBundle struct {
 
 func newTracedBundle(tb testing.TB, forward bool) *tracedBundle {
 	tb.Helper()
-	db := testbed.NewDatabase(tb)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	spans := tracetest.NewInMemoryExporter()
 	// A syncer exports each span as it ends, so the test sees it at once.
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	tb.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp := promotiontest.TracerProvider(tb, sdktrace.WithSyncer(spans))
 	reg := prometheus.NewRegistry()
-
-	authn, err := auth.NewAuthenticator(testSecret)
-	require.NoError(tb, err)
-	publisher, err := outbox.NewPublisher(logger, tp)
-	require.NoError(tb, err)
-	module, err := promotion.New(promotion.Deps{
-		DB: db.Gorm, Outbox: publisher, Auth: authn, Logger: logger, Registerer: reg, TracerProvider: tp,
-	})
-	require.NoError(tb, err)
-	e := httpserver.New(httpserver.Config{}, logger, reg, tp)
-	module.RegisterRoutes(e)
 	b := &tracedBundle{
-		testBundle: &testBundle{db: db, e: e, authn: authn, module: module},
+		testBundle: newWiredBundle(tb, wiring{registerer: reg, tp: tp}),
 		spans:      spans,
 		reg:        reg,
 	}
@@ -78,9 +62,9 @@ func newTracedBundle(tb testing.TB, forward bool) *tracedBundle {
 	}
 
 	brokers := testbed.NewKafka(tb, contract.Topic)
-	fwd, err := outbox.NewForwarder(db.SQL, outbox.ForwarderConfig{
+	fwd, err := outbox.NewForwarder(b.db.SQL, outbox.ForwarderConfig{
 		Brokers: brokers, Topics: []string{contract.Topic}, PollInterval: 20 * time.Millisecond,
-	}, logger, reg, tp)
+	}, slog.New(slog.DiscardHandler), reg, tp)
 	require.NoError(tb, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -249,8 +233,7 @@ func TestTraceExpiryCycleReachesTheKafkaHeader(t *testing.T) {
 	b := newTracedBundle(t, true)
 	pkg := b.createPackage(t, "trace-expiry-week", "ProjectBoost")
 	p := b.buy(t, b.tenantToken(t, uuid.New()), pkg.ID, 1)
-	b.exec(t, `UPDATE promotion.promotion_purchases
-		SET starts_at = now() - interval '8 days', ends_at = now() - interval '1 day' WHERE id = $1`, p.ID)
+	promotiontest.MakeDue(t, b.db, 24*time.Hour, uuid.MustParse(p.ID)) // a week that ended a day ago
 
 	res, err := b.module.ExpireOnce(context.Background(), 0)
 	require.NoError(t, err)

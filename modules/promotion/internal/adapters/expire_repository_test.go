@@ -22,6 +22,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
@@ -30,10 +31,10 @@ import (
 func TestExpireEmptyBatch(t *testing.T) {
 	t.Parallel()
 	b := newExpireBundle(t)
-	b.insertPurchases(t, 3, purchaseSpec{})                               // Active, not due
-	b.insertPurchases(t, 2, purchaseSpec{status: domain.StatusExpired})   // terminal
-	b.insertPurchases(t, 2, purchaseSpec{status: domain.StatusCancelled}) // terminal
-	b.makeDue(t, time.Hour, b.insertPurchases(t, 1, purchaseSpec{status: domain.StatusExpired})...)
+	b.insertPurchases(t, 3, promotiontest.Purchases{})                               // Active, not due
+	b.insertPurchases(t, 2, promotiontest.Purchases{Status: domain.StatusExpired})   // terminal
+	b.insertPurchases(t, 2, promotiontest.Purchases{Status: domain.StatusCancelled}) // terminal
+	b.makeDue(t, time.Hour, b.insertPurchases(t, 1, promotiontest.Purchases{Status: domain.StatusExpired})...)
 	before := b.statusCounts(t)
 
 	res := b.run(t, 200, 1)
@@ -43,8 +44,8 @@ func TestExpireEmptyBatch(t *testing.T) {
 	require.Zero(t, res.SkippedLocked)
 	require.Equal(t, before, b.statusCounts(t))
 	require.Empty(t, b.events(t))
-	require.Len(t, b.logs.lines(t, "batch selected"), 1)
-	require.EqualValues(t, 0, b.logs.lines(t, "batch selected")[0]["count"])
+	require.Len(t, b.logs.Records(t, "batch selected"), 1)
+	require.EqualValues(t, 0, b.logs.Records(t, "batch selected")[0]["count"])
 	require.EqualValues(t, 1, b.metric(t, "promotion_expire_run_total"))
 	require.EqualValues(t, 0, b.metric(t, "promotion_expire_backlog"))
 }
@@ -124,22 +125,22 @@ func TestExpireDuePurchase(t *testing.T) {
 
 	// The log lines of the design document, each with the run id.
 	runID := res.RunID.String()
-	started := b.logs.lines(t, "cycle started")
+	started := b.logs.Records(t, "cycle started")
 	require.Len(t, started, 1)
 	require.Equal(t, runID, started[0]["run_id"])
 	require.NotEmpty(t, started[0]["as_of"])
-	selected := b.logs.lines(t, "batch selected")
+	selected := b.logs.Records(t, "batch selected")
 	require.Len(t, selected, 1)
 	require.EqualValues(t, 1, selected[0]["count"])
 	require.Equal(t, runID, selected[0]["run_id"])
-	expired := b.logs.lines(t, "promotion expired")
+	expired := b.logs.Records(t, "promotion expired")
 	require.Len(t, expired, 1)
 	require.Equal(t, id.String(), expired[0]["purchase_id"])
 	require.Equal(t, buyer.TenantID.String(), expired[0]["tenant_id"])
 	require.Equal(t, "ProjectBoost", expired[0]["package_kind"])
 	require.EqualValues(t, 2, expired[0]["targets_count"])
 	require.Equal(t, runID, expired[0]["run_id"])
-	completed := b.logs.lines(t, "cycle completed")
+	completed := b.logs.Records(t, "cycle completed")
 	require.Len(t, completed, 1)
 	require.EqualValues(t, 1, completed[0]["expired"])
 	require.EqualValues(t, 0, completed[0]["skipped_locked"])
@@ -206,7 +207,7 @@ func TestExpirePoisonWithoutTargets(t *testing.T) {
 	events := b.expiredEvents(t)
 	require.Len(t, events, 2)
 	require.NotContains(t, events, poison)
-	failed := b.logs.lines(t, "item failed")
+	failed := b.logs.Records(t, "item failed")
 	require.Len(t, failed, 1)
 	require.Equal(t, "ERROR", failed[0]["level"])
 	require.Equal(t, poison.String(), failed[0]["purchase_id"])
@@ -221,7 +222,7 @@ func TestExpirePoisonWithoutTargets(t *testing.T) {
 	again := b.run(t, 200, 1)
 	require.Zero(t, again.Expired)
 	require.Equal(t, 1, again.Failed)
-	require.Len(t, b.logs.lines(t, "item failed"), 2)
+	require.Len(t, b.logs.Records(t, "item failed"), 2)
 
 	// Once repaired, it expires like any other.
 	b.exec(t, fmt.Sprintf(`INSERT INTO promotion.promotion_purchase_targets (purchase_id, target_kind, target_id, position)
@@ -246,7 +247,7 @@ func TestExpirePoisonNotRetakenWithinCycle(t *testing.T) {
 	require.Equal(t, 3, res.Failed)
 	require.Equal(t, 4, res.Expired)
 	require.Equal(t, 4, res.Batches, "2+2+2+1 rows")
-	require.Len(t, b.logs.lines(t, "item failed"), 3)
+	require.Len(t, b.logs.Records(t, "item failed"), 3)
 }
 
 // A row the database refuses to update (here a trigger raises for it) does
@@ -273,7 +274,7 @@ func TestExpireRowErrorIsolatedBySavepoints(t *testing.T) {
 			require.Len(t, events[id], 1)
 		}
 	}
-	failed := b.logs.lines(t, "item failed")
+	failed := b.logs.Records(t, "item failed")
 	require.Len(t, failed, 1)
 	require.Equal(t, bad.String(), failed[0]["purchase_id"])
 	require.Contains(t, failed[0]["error"], "refused")
@@ -295,7 +296,7 @@ func TestExpireInfrastructureErrorRollsBackBatch(t *testing.T) {
 	require.Zero(t, res.Expired)
 	require.Equal(t, map[string]int{"Active": 4}, b.statusCounts(t))
 	require.Empty(t, b.events(t))
-	require.Len(t, b.logs.lines(t, "cycle failed"), 1)
+	require.Len(t, b.logs.Records(t, "cycle failed"), 1)
 	require.EqualValues(t, 1, b.metric(t, "promotion_expire_errors_total"))
 	require.EqualValues(t, 1, b.metric(t, "promotion_expire_run_total"))
 	b.requireUnlocked(t, ids...)
@@ -345,36 +346,11 @@ func TestExpireParallelInstances(t *testing.T) {
 	b := newExpireBundle(t)
 	ids := b.insertDue(t, 1000)
 
-	var mu sync.Mutex
-	total, skipped := 0, 0
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				res, err := b.cycle.Handle(b.ctx, app.ExpirePromotions{BatchSize: 50, MaxBatchesPerCycle: 1})
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				total += res.Expired
-				skipped += res.SkippedLocked
-				mu.Unlock()
-				if res.Expired == 0 && res.SkippedLocked == 0 {
-					return
-				}
-			}
-		}()
+	instance := func() (int, int, error) {
+		res, err := b.cycle.Handle(b.ctx, app.ExpirePromotions{BatchSize: 50, MaxBatchesPerCycle: 1})
+		return res.Expired, res.SkippedLocked, err
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-
+	total, skipped := promotiontest.DrainConcurrently(t, instance, instance, instance)
 	require.Equal(t, 1000, total, "each purchase counted once")
 	require.Equal(t, map[string]int{"Expired": 1000}, b.statusCounts(t))
 	events := b.expiredEvents(t)
@@ -432,7 +408,7 @@ func TestExpireSkipsPurchaseLockedByCancel(t *testing.T) {
 	require.Equal(t, 2, res.Expired)
 	require.Equal(t, 1, res.SkippedLocked)
 	require.EqualValues(t, 1, b.metric(t, "promotion_expire_skip_locked_total"))
-	require.EqualValues(t, 1, b.logs.lines(t, "cycle completed")[0]["skipped_locked"])
+	require.EqualValues(t, 1, b.logs.Records(t, "cycle completed")[0]["skipped_locked"])
 
 	close(blocking.release)
 	require.NoError(t, <-done)
@@ -549,12 +525,7 @@ func TestExpireRacesWithCancel(t *testing.T) {
 	}
 	b.run(t, 200, 0) // whatever no one finished
 
-	terminal := map[uuid.UUID][]storedEvent{}
-	for _, e := range b.events(t) {
-		if s := e.Envelope.Payload.Status; s == contract.StatusExpired || s == contract.StatusCancelled {
-			terminal[e.Envelope.AggregateID] = append(terminal[e.Envelope.AggregateID], e)
-		}
-	}
+	terminal := promotiontest.EventsByPurchase(b.events(t), contract.StatusExpired, contract.StatusCancelled)
 	counts := b.statusCounts(t)
 	require.Equal(t, 200, counts["Expired"]+counts["Cancelled"], "every purchase is terminal: %v", counts)
 	for _, id := range ids {
@@ -573,7 +544,7 @@ func TestExpireSelectionUsesPartialIndex(t *testing.T) {
 	t.Parallel()
 	b := newExpireBundle(t)
 	b.insertDue(t, 50)
-	b.insertPurchases(t, 20, purchaseSpec{})
+	b.insertPurchases(t, 20, promotiontest.Purchases{})
 	insertTerminal := func(n int) {
 		b.exec(t, fmt.Sprintf(`INSERT INTO promotion.promotion_purchases
 			(id, tenant_id, package_id, package_code, package_kind, boost_weight, price_amount, currency_id,

@@ -4,20 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/apperror"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -39,9 +37,7 @@ type repoBundle struct {
 func newRepoBundle(tb testing.TB) *repoBundle {
 	tb.Helper()
 	db := testbed.NewDatabase(tb)
-	publisher, err := outbox.NewPublisher(slog.New(slog.NewTextHandler(io.Discard, nil)), noop.NewTracerProvider())
-	require.NoError(tb, err)
-	purchases, err := adapters.NewPurchaseRepository(db.Gorm, publisher)
+	purchases, err := adapters.NewPurchaseRepository(db.Gorm, promotiontest.Publisher(tb, nil, nil))
 	require.NoError(tb, err)
 	packages, err := adapters.NewPackageRepository(db.Gorm)
 	require.NoError(tb, err)
@@ -65,24 +61,12 @@ func (b *repoBundle) newPurchase(tb testing.TB) *domain.Purchase {
 	return p
 }
 
-func (b *repoBundle) count(tb testing.TB, query string, args ...any) int {
-	tb.Helper()
-	var n int
-	require.NoError(tb, b.db.SQL.QueryRow(query, args...).Scan(&n))
-	return n
-}
-
-func (b *repoBundle) outboxCount(tb testing.TB) int {
-	tb.Helper()
-	return b.count(tb, "SELECT count(*) FROM "+outbox.TableName(contract.Topic))
-}
-
 // waitForLockWait polls until a session of the test database waits on a
 // lock: the racing request has reached the row the first one holds.
 func (b *repoBundle) waitForLockWait(tb testing.TB) {
 	tb.Helper()
 	require.Eventually(tb, func() bool {
-		return b.count(tb, `SELECT count(*) FROM pg_stat_activity
+		return promotiontest.Count(tb, b.db, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
 	}, 10*time.Second, 10*time.Millisecond)
 }
@@ -115,20 +99,29 @@ func (b *repoBundle) holdClaim(tb testing.TB, tenant uuid.UUID, key string) (rel
 	return release, done
 }
 
+// addBehindClaim adds a second purchase under the key that holdClaim
+// holds, and returns once that Add waits on the first claim's lock; added
+// receives its outcome.
+func (b *repoBundle) addBehindClaim(tb testing.TB, tenant uuid.UUID, key string) (second *domain.Purchase, added chan error) {
+	tb.Helper()
+	second = b.newPurchase(tb)
+	added = make(chan error, 1)
+	go func() {
+		added <- b.purchases.Add(context.Background(), second, &app.IdempotencyRecord{
+			TenantID: tenant, Key: key, RequestHash: testHash, PurchaseID: second.ID(),
+		})
+	}()
+	b.waitForLockWait(tb)
+	return second, added
+}
+
 func TestAddWaitsForARacingClaimThatCommits(t *testing.T) {
 	t.Parallel()
 	b := newRepoBundle(t)
 	tenant := uuid.New()
 	release, done := b.holdClaim(t, tenant, "k1")
 
-	second := b.newPurchase(t)
-	added := make(chan error, 1)
-	go func() {
-		added <- b.purchases.Add(context.Background(), second, &app.IdempotencyRecord{
-			TenantID: tenant, Key: "k1", RequestHash: testHash, PurchaseID: second.ID(),
-		})
-	}()
-	b.waitForLockWait(t)
+	_, added := b.addBehindClaim(t, tenant, "k1")
 	select {
 	case err := <-added:
 		t.Fatalf("Add returned while the key was held: %v", err)
@@ -138,8 +131,8 @@ func TestAddWaitsForARacingClaimThatCommits(t *testing.T) {
 	release <- nil
 	require.NoError(t, <-done)
 	require.ErrorIs(t, <-added, app.ErrIdempotencyKeyTaken)
-	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM promotion.promotion_purchases"), "the loser stored nothing")
-	require.Equal(t, 1, b.outboxCount(t))
+	require.Equal(t, 1, promotiontest.Count(t, b.db, "SELECT count(*) FROM promotion.promotion_purchases"), "the loser stored nothing")
+	require.Equal(t, 1, promotiontest.OutboxCount(t, b.db))
 }
 
 func TestAddTakesAKeyWhoseHolderRolledBack(t *testing.T) {
@@ -148,14 +141,7 @@ func TestAddTakesAKeyWhoseHolderRolledBack(t *testing.T) {
 	tenant := uuid.New()
 	release, done := b.holdClaim(t, tenant, "k1")
 
-	second := b.newPurchase(t)
-	added := make(chan error, 1)
-	go func() {
-		added <- b.purchases.Add(context.Background(), second, &app.IdempotencyRecord{
-			TenantID: tenant, Key: "k1", RequestHash: testHash, PurchaseID: second.ID(),
-		})
-	}()
-	b.waitForLockWait(t)
+	second, added := b.addBehindClaim(t, tenant, "k1")
 	release <- errors.New("the first request failed")
 	require.Error(t, <-done)
 	require.NoError(t, <-added)
@@ -163,7 +149,7 @@ func TestAddTakesAKeyWhoseHolderRolledBack(t *testing.T) {
 	rec, err := b.purchases.FindIdempotencyKey(context.Background(), tenant, "k1")
 	require.NoError(t, err)
 	require.Equal(t, second.ID(), rec.PurchaseID)
-	require.Equal(t, 1, b.outboxCount(t))
+	require.Equal(t, 1, promotiontest.OutboxCount(t, b.db))
 }
 
 func TestSaveTransitionChecksTheVersion(t *testing.T) {
@@ -193,7 +179,7 @@ func TestSaveTransitionChecksTheVersion(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "first", stored.CancelReason())
 	require.Equal(t, int64(2), stored.Version())
-	require.Equal(t, 2, b.outboxCount(t), "the loser published nothing")
+	require.Equal(t, 2, promotiontest.OutboxCount(t, b.db), "the loser published nothing")
 }
 
 func TestUpdatePurchaseRollsBackOnError(t *testing.T) {
@@ -217,7 +203,7 @@ func TestUpdatePurchaseRollsBackOnError(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusActive, stored.Status())
 	require.Equal(t, int64(1), stored.Version())
-	require.Equal(t, 1, b.outboxCount(t))
+	require.Equal(t, 1, promotiontest.OutboxCount(t, b.db))
 
 	err = b.purchases.UpdatePurchase(ctx, uuid.New(), func(*domain.Purchase) error { return nil })
 	require.ErrorIs(t, err, domain.ErrPurchaseNotFound)
@@ -364,8 +350,8 @@ func TestDeleteIdempotencyKeysBefore(t *testing.T) {
 	deleted, err := app.NewForgetIdempotencyKeysHandler(b.purchases, nil).Handle(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), deleted)
-	require.Equal(t, 2, b.count(t, "SELECT count(*) FROM promotion.idempotency_keys"), "keys younger than 24h stay")
-	require.Equal(t, 5, b.count(t, "SELECT count(*) FROM promotion.promotion_purchases"), "purchases stay")
+	require.Equal(t, 2, promotiontest.Count(t, b.db, "SELECT count(*) FROM promotion.idempotency_keys"), "keys younger than 24h stay")
+	require.Equal(t, 5, promotiontest.Count(t, b.db, "SELECT count(*) FROM promotion.promotion_purchases"), "purchases stay")
 }
 
 func TestPackageRepository(t *testing.T) {

@@ -1,71 +1,61 @@
 package ports_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/observability"
-	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
 // expireRunnerBundle is the real expiry job (runner, cycle, repository,
 // outbox) on a fresh database.
 type expireRunnerBundle struct {
-	ctx   context.Context
-	db    *testbed.Database
-	cycle *app.ExpirePromotionsHandler
-	logs  *lockedBuffer
-	pkgID uuid.UUID
+	ctx    context.Context
+	db     *testbed.Database
+	cycle  *app.ExpirePromotionsHandler
+	logs   *promotiontest.LogBuffer
+	logger *slog.Logger
+	pkg    promotiontest.Package
 }
 
 func newExpireRunnerBundle(tb testing.TB) *expireRunnerBundle {
 	tb.Helper()
 	db := testbed.NewDatabase(tb)
-	logs := &lockedBuffer{}
+	logs := &promotiontest.LogBuffer{}
 	logger := observability.NewLogger(logs, slog.LevelInfo)
-	publisher, err := outbox.NewPublisher(logger, noop.NewTracerProvider())
-	require.NoError(tb, err)
-	store, err := adapters.NewExpireRepository(db.Gorm, publisher)
+	store, err := adapters.NewExpireRepository(db.Gorm, promotiontest.Publisher(tb, logger, nil))
 	require.NoError(tb, err)
 	cycle, err := app.NewExpirePromotionsHandler(app.ExpireConfig{Store: store, Logger: logger})
 	require.NoError(tb, err)
-	b := &expireRunnerBundle{ctx: context.Background(), db: db, cycle: cycle, logs: logs, pkgID: uuid.New()}
-	b.exec(tb, fmt.Sprintf(`INSERT INTO promotion.promotion_packages
-		(id, code, name, kind, duration_days, boost_weight, price_amount, currency_id, is_active, created_at, updated_at)
-		VALUES ('%s', 'runner-test-week', 'Runner test', 'PostBoost', 7, 5, 99.90, 643, true, now(), now())`, b.pkgID))
-	return b
+	pkg := promotiontest.InsertPackage(tb, db, promotiontest.Package{
+		Code: "runner-test-week", Name: "Runner test", Kind: domain.PackageKindPostBoost,
+		DurationDays: 7, BoostWeight: 5, Price: decimal.RequireFromString("99.90"),
+	})
+	return &expireRunnerBundle{ctx: context.Background(), db: db, cycle: cycle, logs: logs, logger: logger, pkg: pkg}
 }
 
+// runner is the job's runner over the bundle's cycle. It logs into the
+// same JSON sink as the cycle, so every line there is a record.
 func (b *expireRunnerBundle) runner(tb testing.TB, interval, budget time.Duration) *ports.ExpireRunner {
 	tb.Helper()
 	r, err := ports.NewExpireRunner(b.cycle, app.ExpirePromotions{BatchSize: 200, MaxBatchesPerCycle: 1, Budget: budget},
-		interval, slog.New(slog.NewTextHandler(b.logs, nil)))
+		interval, b.logger)
 	require.NoError(tb, err)
 	return r
-}
-
-func (b *expireRunnerBundle) exec(tb testing.TB, stmts ...string) {
-	tb.Helper()
-	for _, s := range stmts {
-		_, err := b.db.SQL.ExecContext(b.ctx, s)
-		require.NoError(tb, err, s)
-	}
 }
 
 // insertPurchase stores an Active purchase with one target that runs a week
@@ -73,42 +63,7 @@ func (b *expireRunnerBundle) exec(tb testing.TB, stmts ...string) {
 // past as a whole).
 func (b *expireRunnerBundle) insertPurchase(tb testing.TB, endsAt time.Time) uuid.UUID {
 	tb.Helper()
-	id := uuid.New()
-	_, err := b.db.SQL.ExecContext(b.ctx, `INSERT INTO promotion.promotion_purchases
-		(id, tenant_id, package_id, package_code, package_kind, boost_weight, price_amount, currency_id,
-		 currency_iso_code, currency_name, currency_sign, status, payment_status, starts_at, ends_at,
-		 created_by_user_id, created_at, updated_at, version)
-		VALUES ($1, $2, $3, 'runner-test-week', 'PostBoost', 5, 99.90, 643, 'RUB', 'Российский рубль', '₽',
-		 'Active', 'NotRequired', $4, $5, $6, now(), now(), 1)`,
-		id, uuid.New(), b.pkgID, endsAt.Add(-7*24*time.Hour), endsAt, uuid.New())
-	require.NoError(tb, err)
-	_, err = b.db.SQL.ExecContext(b.ctx, `INSERT INTO promotion.promotion_purchase_targets
-		(purchase_id, target_kind, target_id, position) VALUES ($1, 'Post', $2, 0)`, id, uuid.New())
-	require.NoError(tb, err)
-	return id
-}
-
-func (b *expireRunnerBundle) statusCounts(tb testing.TB) map[string]int {
-	tb.Helper()
-	rows, err := b.db.SQL.QueryContext(b.ctx, `SELECT status, count(*) FROM promotion.promotion_purchases GROUP BY status`)
-	require.NoError(tb, err)
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var s string
-		var n int
-		require.NoError(tb, rows.Scan(&s, &n))
-		out[s] = n
-	}
-	require.NoError(tb, rows.Err())
-	return out
-}
-
-func (b *expireRunnerBundle) eventCount(tb testing.TB) int {
-	tb.Helper()
-	var n int
-	require.NoError(tb, b.db.SQL.QueryRowContext(b.ctx, `SELECT count(*) FROM `+outbox.TableName(contract.Topic)).Scan(&n))
-	return n
+	return promotiontest.InsertPurchases(tb, b.db, b.pkg, 1, promotiontest.Purchases{EndsAt: endsAt})[0]
 }
 
 // lockedRows counts the purchases whose rows some transaction holds.
@@ -134,7 +89,7 @@ func (b *expireRunnerBundle) blockUpdates(tb testing.TB) (release func()) {
 	require.NoError(tb, err)
 	_, err = conn.ExecContext(b.ctx, `SELECT pg_advisory_lock($1)`, key)
 	require.NoError(tb, err)
-	b.exec(tb, fmt.Sprintf(`CREATE FUNCTION promotion.expire_test_wait() RETURNS trigger LANGUAGE plpgsql AS $$
+	promotiontest.Exec(tb, b.db, fmt.Sprintf(`CREATE FUNCTION promotion.expire_test_wait() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	PERFORM pg_advisory_xact_lock(%d);
 	RETURN NULL;
@@ -184,8 +139,8 @@ func TestExpireRunnerStopCommitsBatchInFlight(t *testing.T) {
 	require.True(t, rr.returned(20*time.Second), "Run did not return after its batch finished")
 	require.NoError(t, rr.err)
 
-	require.Equal(t, map[string]int{"Expired": 5}, b.statusCounts(t), "committed whole")
-	require.Equal(t, 5, b.eventCount(t))
+	require.Equal(t, map[string]int{"Expired": 5}, promotiontest.StatusCounts(t, b.db), "committed whole")
+	require.Equal(t, 5, promotiontest.OutboxCount(t, b.db))
 	require.Zero(t, b.lockedRows(t), "locks released")
 	require.Contains(t, b.logs.String(), `"msg":"cycle completed"`)
 }
@@ -211,8 +166,8 @@ func TestExpireRunnerBudgetRollsBackBatchInFlight(t *testing.T) {
 	// gave up; once it can move, it finds its client gone and rolls back.
 	release()
 	waitUntil(t, 20*time.Second, "the rolled-back batch to release its locks", func() bool { return b.lockedRows(t) == 0 })
-	require.Equal(t, map[string]int{"Active": 5}, b.statusCounts(t), "rolled back whole")
-	require.Zero(t, b.eventCount(t))
+	require.Equal(t, map[string]int{"Active": 5}, promotiontest.StatusCounts(t, b.db), "rolled back whole")
+	require.Zero(t, promotiontest.OutboxCount(t, b.db))
 }
 
 // Tests table, row "SLO точности": a purchase with EndsAt = t is expired by
@@ -236,10 +191,13 @@ func TestExpireRunnerSLO(t *testing.T) {
 	})
 	observed := time.Now()
 	rr.cancel()
+	// "promotion expired" is logged after the commit: wait for the cycle to
+	// finish before reading the log.
+	require.True(t, rr.returned(20*time.Second), "Run did not return")
 
 	// The cycle that expired it is the first one with AsOf >= EndsAt.
-	cycles := b.logs.records(t, "cycle started")
-	expiredBy := b.logs.records(t, "promotion expired")
+	cycles := b.logs.Records(t, "cycle started")
+	expiredBy := b.logs.Records(t, "promotion expired")
 	require.Len(t, expiredBy, 1)
 	runID := expiredBy[0]["run_id"]
 	var asOf, previous time.Time
@@ -262,39 +220,4 @@ func TestExpireRunnerSLO(t *testing.T) {
 	require.LessOrEqual(t, asOf.Sub(endsAt), interval+slack, "expired %s after EndsAt", asOf.Sub(endsAt))
 	require.LessOrEqual(t, asOf.Sub(previous), interval+slack, "ticks are an interval apart")
 	t.Logf("EndsAt -> AsOf %s, EndsAt -> observed %s (interval %s)", asOf.Sub(endsAt), observed.Sub(endsAt), interval)
-}
-
-// lockedBuffer is a log sink safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// records returns the JSON log records whose msg is msg, in order.
-func (l *lockedBuffer) records(tb testing.TB, msg string) []map[string]any {
-	tb.Helper()
-	var out []map[string]any
-	for _, line := range strings.Split(l.String(), "\n") {
-		if !strings.HasPrefix(line, "{") {
-			continue // the runner's own text lines
-		}
-		var rec map[string]any
-		require.NoError(tb, json.Unmarshal([]byte(line), &rec))
-		if rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
 }
