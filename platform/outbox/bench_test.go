@@ -22,10 +22,9 @@ import (
 
 // BenchmarkCommitToKafka measures the forwarder on real PostgreSQL and
 // kfake, with the production defaults of ForwarderConfig (poll 50ms, batch
-// 100) unless said otherwise. Every sub-benchmark does its whole
-// measurement once per iteration; run it with -benchtime 1x:
-//
-//	go test -run '^$' -bench CommitToKafka -benchtime 1x ./platform/outbox/
+// 100). Every sub-benchmark does its whole measurement once per iteration,
+// so run it with -benchtime 1x (go test -run '^$' -bench CommitToKafka
+// -benchtime 1x ./platform/outbox/):
 //
 //   - latency-200eps: events committed one per transaction at 200/s for
 //     10 s; the time from the commit returning to the record reaching a
@@ -33,14 +32,13 @@ import (
 //   - drain: a backlog of 20k committed events (inserted with one
 //     set-based statement) forwarded from a standing start: events/s, the
 //     forwarder's capacity with nothing else competing for the machine.
-//   - sustained: steps of offered load (1k, 2k, 3k, 4k, 6k events/s, 8 s
-//     each, 10 events per transaction from 4 writers) while the forwarder
-//     runs; a step is sustained when the writers reached the rate and the
-//     backlog (committed minus delivered) did not grow over the second half
-//     of the step. max-sustained-events/s is the highest sustained step;
-//     every step is logged (go test -v) with its backlog slope and latency.
-//
-// PIN_BENCH_SUSTAINED_STEPS (e.g. "2000,4000") replaces the steps.
+//   - sustained: steps of offered load (PIN_BENCH_SUSTAINED_STEPS, default
+//     2k, 4k, 6k, 8k, 10k events/s; 8 s each, 10 events per transaction
+//     from 4 writers) while the forwarder runs. A step is sustained when the
+//     writers reached the rate and the backlog (committed minus delivered)
+//     did not grow over the second half of the step;
+//     max-sustained-events/s is the highest sustained step, and every step
+//     is logged (go test -v) with its backlog slope and latency.
 func BenchmarkCommitToKafka(b *testing.B) {
 	b.Run("latency-200eps", func(b *testing.B) {
 		for range b.N {
@@ -86,7 +84,7 @@ func sustainedSteps(tb testing.TB) []float64 {
 	tb.Helper()
 	spec := os.Getenv("PIN_BENCH_SUSTAINED_STEPS")
 	if spec == "" {
-		spec = "1000,2000,3000,4000,6000"
+		spec = "2000,4000,6000,8000,10000"
 	}
 	var out []float64
 	for _, s := range strings.Split(spec, ",") {

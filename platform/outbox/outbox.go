@@ -8,8 +8,8 @@
 //
 // It is built from watermill: watermill-sql's DefaultPostgreSQLSchema and
 // DefaultPostgreSQLOffsetsAdapter for the tables, components/forwarder for
-// the envelope that carries the destination topic, watermill-kafka (Sarama)
-// for the producer.
+// the envelope that carries the destination topic, and watermill-kafka's
+// publisher (Sarama) for Kafka, a poll's messages published at once.
 package outbox
 
 import (

@@ -17,7 +17,11 @@ func Marshal(e Envelope) ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, fmt.Errorf("contract.Marshal: %w", err)
 	}
-	b, err := json.Marshal(e)
+	// The wire form is encoded in one pass: encoding/json validates and
+	// re-compacts the output of every MarshalJSON it meets, which through
+	// Envelope.MarshalJSON and PurchaseChanged.MarshalJSON cost as much as
+	// the encoding itself (docs/performance.md).
+	b, err := json.Marshal(e.wire())
 	if err != nil {
 		return nil, fmt.Errorf("contract.Marshal: %w", err)
 	}
@@ -78,28 +82,32 @@ func Decode(data []byte, logger *slog.Logger) (Envelope, error) {
 // envelopeOut is the wire form written by MarshalJSON; field order is the
 // contract's.
 type envelopeOut struct {
-	MessageID       uuid.UUID       `json:"messageId"`
-	EventType       string          `json:"eventType"`
-	ContractVersion int             `json:"contractVersion"`
-	OccurredAt      string          `json:"occurredAt"`
-	AggregateID     uuid.UUID       `json:"aggregateId"`
-	AggregateType   string          `json:"aggregateType"`
-	Payload         PurchaseChanged `json:"payload"`
+	MessageID       uuid.UUID          `json:"messageId"`
+	EventType       string             `json:"eventType"`
+	ContractVersion int                `json:"contractVersion"`
+	OccurredAt      string             `json:"occurredAt"`
+	AggregateID     uuid.UUID          `json:"aggregateId"`
+	AggregateType   string             `json:"aggregateType"`
+	Payload         purchaseChangedOut `json:"payload"`
 }
 
 // MarshalJSON writes the envelope in the contract's wire form without
 // validating it (Marshal validates), so a consumer can re-encode an event it
 // decoded, unknown enum values included.
 func (e Envelope) MarshalJSON() ([]byte, error) {
-	return json.Marshal(envelopeOut{
+	return json.Marshal(e.wire())
+}
+
+func (e Envelope) wire() envelopeOut {
+	return envelopeOut{
 		MessageID:       e.MessageID,
 		EventType:       e.EventType,
 		ContractVersion: e.ContractVersion,
 		OccurredAt:      formatTime(e.OccurredAt),
 		AggregateID:     e.AggregateID,
 		AggregateType:   e.AggregateType,
-		Payload:         e.Payload,
-	})
+		Payload:         e.Payload.wire(),
+	}
 }
 
 // purchaseChangedOut is the wire form of the payload.
@@ -122,11 +130,15 @@ type purchaseChangedOut struct {
 // MarshalJSON writes the payload in the contract's wire form. Nil targets are
 // written as [] so the field is always an array.
 func (p PurchaseChanged) MarshalJSON() ([]byte, error) {
+	return json.Marshal(p.wire())
+}
+
+func (p PurchaseChanged) wire() purchaseChangedOut {
 	targets := p.Targets
 	if targets == nil {
 		targets = []Target{}
 	}
-	return json.Marshal(purchaseChangedOut{
+	return purchaseChangedOut{
 		PurchaseID:    p.PurchaseID,
 		TenantID:      p.TenantID,
 		PackageID:     p.PackageID,
@@ -140,7 +152,7 @@ func (p PurchaseChanged) MarshalJSON() ([]byte, error) {
 		EndsAt:        formatTime(p.EndsAt),
 		Price:         p.Price,
 		Version:       p.Version,
-	})
+	}
 }
 
 // The *In types mirror the wire form with pointers, so that a missing or
