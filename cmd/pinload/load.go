@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Paths of the API under load (docs/api/openapi.yaml).
+const (
+	pathPurchases = "/api/developers/v1/promotions"
+	pathPackages  = "/api/admin/v1/promotion-packages"
+)
+
+// loadConfig is one load run: Clients goroutines, each POSTing purchases
+// one after the other for Duration after a Warmup that is not counted.
+type loadConfig struct {
+	BaseURL     string
+	TenantToken string
+	PackageID   uuid.UUID
+	Clients     int
+	Duration    time.Duration
+	Warmup      time.Duration
+}
+
+// loadResult is what a run measured. Only requests that started inside the
+// measured window count; an error is any transport failure or any status
+// other than 201.
+type loadResult struct {
+	Requests  int
+	Errors    int
+	Elapsed   time.Duration
+	Latencies []time.Duration // of the successful requests, sorted
+	// ErrorKinds counts errors by status code or transport error text.
+	ErrorKinds map[string]int
+}
+
+// PerSecond is the rate of successful purchases.
+func (r loadResult) PerSecond() float64 {
+	return float64(r.Requests-r.Errors) / r.Elapsed.Seconds()
+}
+
+// Percentile returns the q-th percentile latency (q in 0..100).
+func (r loadResult) Percentile(q float64) time.Duration {
+	if len(r.Latencies) == 0 {
+		return 0
+	}
+	i := min(int(float64(len(r.Latencies))*q/100), len(r.Latencies)-1)
+	return r.Latencies[i]
+}
+
+// newHTTPClient keeps one connection per client alive, as a real client
+// pool would, so the run measures the API and not TCP handshakes.
+func newHTTPClient(clients int) *http.Client {
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			Proxy:               nil,
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        clients * 2,
+			MaxIdleConnsPerHost: clients * 2,
+			IdleConnTimeout:     90 * time.Second,
+		},
+	}
+}
+
+// runLoad runs cfg against the API.
+func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
+	if cfg.Clients <= 0 || cfg.Duration <= 0 || cfg.TenantToken == "" || cfg.PackageID == uuid.Nil {
+		return loadResult{}, errors.New("pinload: clients, duration, token and package are required")
+	}
+	client := newHTTPClient(cfg.Clients)
+	defer client.CloseIdleConnections()
+
+	started := time.Now()
+	measureFrom := started.Add(cfg.Warmup)
+	measureUntil := measureFrom.Add(cfg.Duration)
+	type sample struct {
+		latency time.Duration
+		errKind string
+	}
+	perClient := make([][]sample, cfg.Clients)
+	var wg sync.WaitGroup
+	for c := range cfg.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				at := time.Now()
+				if !at.Before(measureUntil) {
+					return
+				}
+				errKind := purchase(ctx, client, cfg, c*1_000_000+i)
+				if at.Before(measureFrom) {
+					continue
+				}
+				perClient[c] = append(perClient[c], sample{time.Since(at), errKind})
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return loadResult{}, err
+	}
+	res := loadResult{Elapsed: time.Since(measureFrom), ErrorKinds: map[string]int{}}
+	for _, samples := range perClient {
+		for _, s := range samples {
+			res.Requests++
+			if s.errKind != "" {
+				res.Errors++
+				res.ErrorKinds[s.errKind]++
+				continue
+			}
+			res.Latencies = append(res.Latencies, s.latency)
+		}
+	}
+	slices.Sort(res.Latencies)
+	return res, nil
+}
+
+// purchase POSTs one purchase of 1 to 3 Project targets and returns "" on
+// 201, else what went wrong.
+func purchase(ctx context.Context, client *http.Client, cfg loadConfig, n int) string {
+	type target struct {
+		TargetKind string    `json:"targetKind"`
+		TargetID   uuid.UUID `json:"targetId"`
+	}
+	body := struct {
+		PackageID uuid.UUID `json:"packageId"`
+		Targets   []target  `json:"targets"`
+	}{PackageID: cfg.PackageID}
+	for range 1 + n%3 {
+		body.Targets = append(body.Targets, target{TargetKind: "Project", TargetID: uuid.New()})
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return "encode: " + err.Error()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.BaseURL+pathPurchases, bytes.NewReader(data))
+	if err != nil {
+		return "request: " + err.Error()
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+cfg.TenantToken)
+	resp, err := client.Do(req)
+	if err != nil {
+		return "transport: " + err.Error()
+	}
+	defer func() { _ = resp.Body.Close() }()
+	// Read the body: the response is part of what the API does, and a
+	// connection is only reused once its body was read.
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return "read: " + err.Error()
+	}
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Sprintf("HTTP %d", resp.StatusCode)
+	}
+	return ""
+}
+
+// createPackage creates an active ProjectBoost package through the admin
+// API and returns its id.
+func createPackage(ctx context.Context, baseURL, adminToken string) (uuid.UUID, error) {
+	body := fmt.Sprintf(`{"code":"pinload-%d","name":"Load test boost","kind":"ProjectBoost",`+
+		`"durationDays":7,"boostWeight":10,"price":{"amount":1500.00,"currencyId":643}}`, time.Now().UnixNano())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+pathPackages, strings.NewReader(body))
+	if err != nil {
+		return uuid.Nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("create package: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		return uuid.Nil, fmt.Errorf("create package: HTTP %d: %s", resp.StatusCode, data)
+	}
+	var pkg struct {
+		ID uuid.UUID `json:"id"`
+	}
+	if err := json.Unmarshal(data, &pkg); err != nil {
+		return uuid.Nil, fmt.Errorf("create package: %w", err)
+	}
+	return pkg.ID, nil
+}
+
+// waitReady polls GET /readyz until it answers 200.
+func waitReady(ctx context.Context, baseURL string, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s/readyz not ready within %s (last error: %v)", baseURL, within, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// summary is the result in words, errors by kind.
+func (r loadResult) summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d requests in %s: %.0f purchases/s, p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d errors",
+		r.Requests, r.Elapsed.Round(time.Millisecond), r.PerSecond(),
+		ms(r.Percentile(50)), ms(r.Percentile(99)), ms(r.Percentile(100)), r.Errors)
+	kinds := make([]string, 0, len(r.ErrorKinds))
+	for k := range r.ErrorKinds {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "\n  %6d × %s", r.ErrorKinds[k], k)
+	}
+	return b.String()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/platform/auth"
+	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+// Environment of BenchmarkAPI.
+const (
+	// binaryEnv names a pin binary to run (scripts/bench.sh builds one
+	// into .bench/); without it the benchmark builds ./cmd/pin itself.
+	binaryEnv = "PIN_BENCH_PIN_BINARY"
+	// durationEnv overrides the measured time of each load (default 20s).
+	durationEnv = "PIN_BENCH_API_DURATION"
+)
+
+// apiClients is the number of concurrent clients, for the API and pgbench.
+const apiClients = 32
+
+// BenchmarkAPI measures the purchase API end to end and compares it with
+// what PostgreSQL itself allows for the same transaction, in one run on one
+// fresh database:
+//
+//  1. it starts `pin serve` (the real binary, as a subprocess) on a fresh
+//     database with a kfake broker, waits for /readyz, lets it idle for 3 s
+//     and reads its peak RSS (VmHWM, /proc/<pid>/status): idle-MB;
+//  2. 32 clients POST purchases for 20 s (after a 2 s warm-up): api-
+//     purchases/s, api-p50-ms, api-p99-ms, api-errors; then the server's
+//     VmHWM again: load-MB (the peak under load);
+//  3. pgbench runs the same transaction — the purchase row, its 1 to 3
+//     target rows and one outbox row of the size the API writes, in one
+//     transaction — with 32 clients for 20 s: pgbench-tps, pgbench-p50-ms,
+//     pgbench-p99-ms; api/pgbench is the API's share of it.
+//
+// The server's stderr (its logs) is kept in memory and shown only if the
+// benchmark fails. pgbench must be on PATH (scripts/bench.sh checks).
+func BenchmarkAPI(b *testing.B) {
+	for range b.N {
+		benchAPI(b)
+	}
+}
+
+func benchAPI(b *testing.B) {
+	ctx := context.Background()
+	duration := 20 * time.Second
+	if s := os.Getenv(durationEnv); s != "" {
+		d, err := time.ParseDuration(s)
+		require.NoError(b, err, durationEnv)
+		duration = d
+	}
+	pgbench, err := exec.LookPath("pgbench")
+	require.NoError(b, err, "pgbench is needed (Debian: apt-get install postgresql-client)")
+
+	db := testbed.NewDatabase(b)
+	brokers := testbed.NewKafka(b, contract.Topic)
+	srv := startServer(b, db.URL, brokers)
+
+	// 1. idle
+	time.Sleep(3 * time.Second)
+	idle, err := readMemory(srv.pid)
+	require.NoError(b, err)
+
+	// 2. the API under load
+	pkg, err := createPackage(ctx, srv.baseURL, srv.issue(b, auth.Principal{UserID: uuid.New(), Roles: []string{auth.RoleAdmin}}))
+	require.NoError(b, err)
+	res, err := runLoad(ctx, loadConfig{
+		BaseURL:     srv.baseURL,
+		TenantToken: srv.issue(b, auth.Principal{UserID: uuid.New(), TenantID: uuid.New()}),
+		PackageID:   pkg,
+		Clients:     apiClients,
+		Duration:    duration,
+		Warmup:      2 * time.Second,
+	})
+	require.NoError(b, err)
+	loaded, err := readMemory(srv.pid)
+	require.NoError(b, err)
+	b.Logf("API: %s", res.summary())
+	b.Logf("pin serve: VmHWM idle %.1f MB, after load %.1f MB (VmRSS now %.1f MB)", idle.HWM, loaded.HWM, loaded.RSS)
+
+	// 3. the database's own limit for the same transaction
+	var envelope string
+	require.NoError(b, db.SQL.QueryRowContext(ctx,
+		`SELECT payload::text FROM `+outbox.TableName(contract.Topic)+` ORDER BY "offset" DESC LIMIT 1`).Scan(&envelope))
+	pg := runPgbench(b, pgbench, db.URL, pkg, envelope, duration)
+	b.Logf("pgbench: %.0f tps, p50 %.1f ms, p99 %.1f ms, %d transactions", pg.tps, pg.p50, pg.p99, pg.count)
+
+	b.ReportMetric(res.PerSecond(), "api-purchases/s")
+	b.ReportMetric(ms(res.Percentile(50)), "api-p50-ms")
+	b.ReportMetric(ms(res.Percentile(99)), "api-p99-ms")
+	b.ReportMetric(float64(res.Errors), "api-errors")
+	b.ReportMetric(pg.tps, "pgbench-tps")
+	b.ReportMetric(pg.p50, "pgbench-p50-ms")
+	b.ReportMetric(pg.p99, "pgbench-p99-ms")
+	b.ReportMetric(res.PerSecond()/pg.tps, "api/pgbench")
+	b.ReportMetric(idle.HWM, "idle-MB")
+	b.ReportMetric(loaded.HWM, "load-MB")
+	if res.Errors > 0 {
+		b.Errorf("%d of %d requests failed", res.Errors, res.Requests)
+	}
+}
+
+// server is a running `pin serve`.
+type server struct {
+	pid     int
+	baseURL string
+	authn   *auth.Authenticator
+}
+
+func (s *server) issue(tb testing.TB, p auth.Principal) string {
+	tb.Helper()
+	t, err := s.authn.Issue(p, time.Hour)
+	require.NoError(tb, err)
+	return t
+}
+
+// startServer runs `pin serve` on databaseURL until tb ends (SIGTERM, then
+// a wait for a clean exit).
+func startServer(tb testing.TB, databaseURL string, brokers []string) *server {
+	tb.Helper()
+	bin := os.Getenv(binaryEnv)
+	if bin == "" {
+		bin = filepath.Join(tb.TempDir(), "pin")
+		build := exec.Command("go", "build", "-o", bin, "github.com/pinmarket/pin/cmd/pin")
+		out, err := build.CombinedOutput()
+		require.NoError(tb, err, "go build ./cmd/pin: %s", out)
+	}
+	secret := make([]byte, 32)
+	_, err := rand.Read(secret)
+	require.NoError(tb, err)
+	secretHex := hex.EncodeToString(secret)
+	authn, err := auth.NewAuthenticator([]byte(secretHex))
+	require.NoError(tb, err)
+	addr := freeAddr(tb)
+
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(),
+		"PIN_DATABASE_URL="+databaseURL,
+		"PIN_HTTP_ADDR="+addr,
+		"PIN_KAFKA_BROKERS="+strings.Join(brokers, ","),
+		"PIN_AUTH_JWT_SECRET="+secretHex,
+		"PIN_LOG_LEVEL=info",
+	)
+	logs := &tailBuffer{max: 64 << 10}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	require.NoError(tb, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	tb.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				tb.Errorf("pin serve exited: %v\n%s", err, logs.String())
+			}
+		case <-time.After(40 * time.Second):
+			_ = cmd.Process.Kill()
+			tb.Errorf("pin serve did not stop on SIGTERM\n%s", logs.String())
+		}
+		if tb.Failed() {
+			tb.Logf("pin serve output (tail):\n%s", logs.String())
+		}
+	})
+	baseURL := "http://" + addr
+	if err := waitReady(context.Background(), baseURL, 30*time.Second); err != nil {
+		tb.Fatalf("%v\n%s", err, logs.String())
+	}
+	return &server{pid: cmd.Process.Pid, baseURL: baseURL, authn: authn}
+}
+
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(tb, err)
+	addr := l.Addr().String()
+	require.NoError(tb, l.Close())
+	return addr
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = slices.Clone(t.buf[over:])
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// pgbenchScript is the API's transaction as plain SQL: the purchase (the
+// row as the API writes it, id generated by PostgreSQL and handed on with
+// \gset), its 1 to 3 targets, and one outbox row carrying an envelope of
+// the size the API writes (:envelope is a real one, copied from the API's
+// outbox). With -M prepared the variables are statement parameters, and
+// the statements are prepared once per connection, as pgx caches them.
+const pgbenchScript = `\set ntargets random(1, 3)
+BEGIN;
+INSERT INTO promotion.promotion_purchases (id, tenant_id, package_id, package_code, package_kind, boost_weight,
+	price_amount, currency_id, currency_iso_code, currency_name, currency_sign, status, payment_status,
+	starts_at, ends_at, cancel_reason, created_by_user_id, updated_by_user_id, created_at, updated_at, version)
+VALUES (gen_random_uuid(), gen_random_uuid(), :package, 'pinload', 'ProjectBoost', 10,
+	1500.00, 643, 'RUB', 'Российский рубль', '₽', 'Active', 'NotRequired',
+	now(), now() + interval '7 days', NULL, gen_random_uuid(), gen_random_uuid(), now(), now(), 1)
+RETURNING id AS purchase \gset
+INSERT INTO promotion.promotion_purchase_targets (purchase_id, target_kind, target_id, position)
+SELECT :purchase, 'Project', gen_random_uuid(), p FROM generate_series(0, :ntargets::int - 1) AS p;
+INSERT INTO outbox."pin_promotion_purchase_changed_v1" (uuid, payload, metadata, transaction_id)
+VALUES (gen_random_uuid(), :envelope, '{}', pg_current_xact_id());
+COMMIT;
+`
+
+// pgbenchResult is what pgbench measured, the latencies read from its
+// per-transaction log.
+type pgbenchResult struct {
+	tps, p50, p99 float64
+	count         int
+}
+
+var tpsLine = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+
+func runPgbench(tb testing.TB, pgbench, databaseURL string, pkg uuid.UUID, envelope string, d time.Duration) pgbenchResult {
+	tb.Helper()
+	dir := tb.TempDir()
+	script := filepath.Join(dir, "purchase.sql")
+	require.NoError(tb, os.WriteFile(script, []byte(pgbenchScript), 0o600))
+	cmd := exec.Command(pgbench, "-n", "-M", "prepared",
+		"-c", strconv.Itoa(apiClients), "-j", "2", "-T", strconv.Itoa(int(d.Seconds())),
+		"-f", script, "-D", "package="+pkg.String(), "-D", "envelope="+envelope,
+		"-l", "--log-prefix", filepath.Join(dir, "pgbench_log"),
+		databaseURL)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(tb, cmd.Run(), "pgbench: %s", out.String())
+	m := tpsLine.FindStringSubmatch(out.String())
+	require.NotNil(tb, m, "pgbench output: %s", out.String())
+	tps, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(tb, err)
+
+	logs, err := filepath.Glob(filepath.Join(dir, "pgbench_log*"))
+	require.NoError(tb, err)
+	require.NotEmpty(tb, logs, "pgbench logs")
+	var lat []float64
+	for _, name := range logs {
+		f, err := os.Open(name)
+		require.NoError(tb, err)
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// client_id transaction_no time script_no time_epoch time_us; time in µs
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 3 {
+				continue
+			}
+			us, err := strconv.ParseFloat(fields[2], 64)
+			require.NoError(tb, err, sc.Text())
+			lat = append(lat, us/1000)
+		}
+		require.NoError(tb, sc.Err())
+		require.NoError(tb, f.Close())
+	}
+	require.NotEmpty(tb, lat)
+	slices.Sort(lat)
+	return pgbenchResult{tps: tps, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], count: len(lat)}
+}

@@ -1,0 +1,286 @@
+package expirebench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+)
+
+// batchSize is the job's default batch (PIN_EXPIRE_BATCH_SIZE).
+const batchSize = app.DefaultExpireBatchSize
+
+// dueBacklog is how many purchases are due in every benchmark.
+const dueBacklog = 10_000
+
+// benchTraceparent stands in for the traceparent the Publisher injects.
+const benchTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+// tableSizes are the purchases-table sizes of BenchmarkExpireBatch;
+// PIN_BENCH_EXPIRE_SIZES (e.g. "10k,100k") narrows them.
+func tableSizes(tb testing.TB) []int {
+	tb.Helper()
+	spec := os.Getenv("PIN_BENCH_EXPIRE_SIZES")
+	if spec == "" {
+		spec = "10k,100k,1M"
+	}
+	var sizes []int
+	for _, s := range strings.Split(spec, ",") {
+		n, err := parseCount(strings.TrimSpace(s))
+		require.NoError(tb, err, "PIN_BENCH_EXPIRE_SIZES")
+		require.GreaterOrEqual(tb, n, dueBacklog, "a table must hold the %d due purchases", dueBacklog)
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
+
+func parseCount(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "k"):
+		mult, s = 1_000, strings.TrimSuffix(s, "k")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1_000_000, strings.TrimSuffix(s, "M")
+	}
+	var n int
+	if _, err := fmt.Sscanf(s, "%d", &n); err != nil {
+		return 0, fmt.Errorf("count %q: %w", s, err)
+	}
+	return n * mult, nil
+}
+
+func countLabel(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1_000 && n%1_000 == 0:
+		return fmt.Sprintf("%dk", n/1_000)
+	}
+	return fmt.Sprint(n)
+}
+
+// BenchmarkExpireBatch measures one expiry batch of 200 on tables of 10k,
+// 100k and 1M purchases with 10k due, three ways, interleaved within every
+// iteration (so that load from elsewhere on the machine hits all three
+// alike; the order rotates):
+//
+//   - batch: the module's batch — adapters.ExpireRepository.ExpireBatch
+//     with the domain transition, as the cycle calls it: lock with SKIP
+//     LOCKED, load targets, count skipped-locked rows, transition and build
+//     each event in Go, one set-based UPDATE, one outbox insert, commit;
+//   - cycle: the whole cycle of one batch, app.ExpirePromotionsHandler.Handle
+//     with MaxBatchesPerCycle 1 — what `pin expire-promotions --once` and the
+//     runner do: the batch plus its logs, spans, metrics and the backlog
+//     recount;
+//   - bound: BoundSQL, the same lock/expire/outbox work as one statement.
+//
+// ns/op is the batch. Reported: batch-ms, cycle-ms, bound-ms (medians) and
+// batch/bound, cycle/bound (ratios of the medians). Between runs the
+// timer is stopped and the expired purchases are put back to Active (and
+// the outbox emptied), so every run does the full work on the same rows.
+func BenchmarkExpireBatch(b *testing.B) {
+	for _, size := range tableSizes(b) {
+		b.Run("purchases="+countLabel(size), func(b *testing.B) {
+			// The table is built once here; the benchmark proper is the
+			// nested one, which the testing package calls more than once.
+			f := newFixture(b, size, dueBacklog)
+			inst := newInstance(b, f.db.URL)
+			b.Run(fmt.Sprintf("batch=%d", batchSize), func(b *testing.B) { benchBatch(b, f, inst) })
+			if dir := os.Getenv(explainDirEnv); dir != "" {
+				writePlans(b, f, filepath.Join(dir, "explain-expire-"+countLabel(size)+".txt"))
+			}
+		})
+	}
+}
+
+// benchBatch is one size of BenchmarkExpireBatch.
+func benchBatch(b *testing.B, f *fixture, inst *instance) {
+	ctx := context.Background()
+	runs := map[string]func(tb testing.TB){
+		"batch": func(tb testing.TB) {
+			asOf := time.Now().UTC().Truncate(time.Microsecond)
+			res, err := inst.store.ExpireBatch(ctx, app.ExpireBatch{
+				AsOf: asOf, Limit: batchSize,
+				Expire: func(p *domain.Purchase) error { return p.Expire(asOf) },
+			})
+			require.NoError(tb, err)
+			require.Len(tb, res.Expired, batchSize)
+		},
+		"cycle": func(tb testing.TB) {
+			res, err := inst.cycle.Handle(ctx, app.ExpirePromotions{BatchSize: batchSize, MaxBatchesPerCycle: 1})
+			require.NoError(tb, err)
+			require.Equal(tb, batchSize, res.Expired)
+		},
+		"bound": func(tb testing.TB) {
+			res, err := f.db.SQL.ExecContext(ctx, BoundSQL, time.Now().UTC().Truncate(time.Microsecond),
+				batchSize, contract.Topic, uuid.Must(uuid.NewV7()).String(), benchTraceparent)
+			require.NoError(tb, err)
+			n, err := res.RowsAffected()
+			require.NoError(tb, err)
+			require.EqualValues(tb, batchSize, n)
+		},
+	}
+	order := []string{"batch", "cycle", "bound"}
+	took := map[string][]time.Duration{}
+	// Warm the pools, caches and plans outside the measurement.
+	for _, name := range order {
+		runs[name](b)
+		f.restore(b)
+	}
+	f.vacuum(b)
+
+	b.ResetTimer()
+	b.StopTimer()
+	for i := range b.N {
+		for j := range order {
+			name := order[(i+j)%len(order)]
+			started := time.Now()
+			if name == "batch" {
+				b.StartTimer()
+			}
+			runs[name](b)
+			if name == "batch" {
+				b.StopTimer()
+			}
+			took[name] = append(took[name], time.Since(started))
+			f.restore(b)
+		}
+		if i%10 == 9 {
+			f.vacuum(b)
+		}
+	}
+	batch, cycle, bound := median(took["batch"]), median(took["cycle"]), median(took["bound"])
+	b.ReportMetric(ms(batch), "batch-ms")
+	b.ReportMetric(ms(cycle), "cycle-ms")
+	b.ReportMetric(ms(bound), "bound-ms")
+	b.ReportMetric(float64(batch)/float64(bound), "batch/bound")
+	b.ReportMetric(float64(cycle)/float64(bound), "cycle/bound")
+}
+
+// BenchmarkExpireDrain drains a backlog of 10k due purchases with
+// MaxBatchesPerCycle unlimited (0), by one instance and by two instances
+// running cycles at once (each its own pool, repository and handler, as two
+// `pin serve` replicas), interleaved within every iteration. An instance
+// runs cycles until one expires nothing. After every drain it checks that
+// every purchase was expired exactly once: 10k Expired at version 2, none
+// due, and exactly one Expired event in the outbox per purchase.
+//
+// For reference it also drains the same backlog with BoundSQL in a loop (one
+// statement per batch of 200, until nothing is due): what this machine's
+// PostgreSQL allows one client at most.
+//
+// Reported: 1-instance-purchases/s, 2-instances-purchases/s,
+// bound-purchases/s (medians) and 2-vs-1; ns/op is one iteration (all three
+// drains, without the resets).
+func BenchmarkExpireDrain(b *testing.B) {
+	// Built once; the nested benchmark is called more than once.
+	f := newFixture(b, dueBacklog, dueBacklog)
+	instances := []*instance{newInstance(b, f.db.URL), newInstance(b, f.db.URL)}
+	b.Run("backlog="+countLabel(dueBacklog), func(b *testing.B) { benchDrain(b, f, instances) })
+}
+
+// benchDrain is BenchmarkExpireDrain on its table.
+func benchDrain(b *testing.B, f *fixture, instances []*instance) {
+	ctx := context.Background()
+	cmd := app.ExpirePromotions{BatchSize: batchSize, MaxBatchesPerCycle: 0}
+
+	// drain runs n instances (0: the bound) until the backlog is gone and
+	// returns the time it took; the caller resets the table before and
+	// checks it after.
+	drain := func(tb testing.TB, n int) time.Duration {
+		tb.Helper()
+		if n == 0 {
+			started := time.Now()
+			for {
+				res, err := f.db.SQL.ExecContext(ctx, BoundSQL, time.Now().UTC().Truncate(time.Microsecond),
+					batchSize, contract.Topic, uuid.Must(uuid.NewV7()).String(), benchTraceparent)
+				require.NoError(tb, err)
+				if n, err := res.RowsAffected(); err != nil || n == 0 {
+					require.NoError(tb, err)
+					return time.Since(started)
+				}
+			}
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		started := time.Now()
+		for i, inst := range instances[:n] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					res, err := inst.cycle.Handle(ctx, cmd)
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					if res.Expired == 0 {
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		took := time.Since(started)
+		for _, err := range errs {
+			require.NoError(tb, err)
+		}
+		return took
+	}
+
+	f.restoreAll(b)
+	drain(b, 1) // warm up
+	f.requireExpiredOnce(b, dueBacklog)
+	took := map[int][]time.Duration{}
+	b.ResetTimer()
+	b.StopTimer()
+	for i := range b.N {
+		for _, n := range [][]int{{1, 2, 0}, {0, 2, 1}}[i%2] {
+			f.restoreAll(b)
+			b.StartTimer()
+			d := drain(b, n)
+			b.StopTimer()
+			f.requireExpiredOnce(b, dueBacklog)
+			took[n] = append(took[n], d)
+		}
+	}
+	one := float64(dueBacklog) / median(took[1]).Seconds()
+	two := float64(dueBacklog) / median(took[2]).Seconds()
+	bound := float64(dueBacklog) / median(took[0]).Seconds()
+	b.ReportMetric(one, "1-instance-purchases/s")
+	b.ReportMetric(two, "2-instances-purchases/s")
+	b.ReportMetric(bound, "bound-purchases/s")
+	b.ReportMetric(two/one, "2-vs-1")
+}
+
+// restoreAll puts every due purchase back to Active and empties the
+// outbox, then vacuums, so that each drain starts from the same table.
+func (f *fixture) restoreAll(tb testing.TB) {
+	tb.Helper()
+	f.exec(tb, `UPDATE promotion.promotion_purchases
+	SET status = 'Active', version = 1, updated_at = starts_at, updated_by_user_id = NULL
+	WHERE status = 'Expired' AND ends_at <= $1 AND ends_at > $1 - interval '1 day'`, f.asOf)
+	f.exec(tb, `TRUNCATE `+outboxTable)
+	f.vacuum(tb)
+	require.Equal(tb, f.due, f.countDue(tb))
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark of docs/performance.md, on real PostgreSQL
+# (PIN_TEST_DATABASE_URL, a fresh database per benchmark via platform/testbed)
+# and the in-process kfake broker. Prints every figure and a targets table;
+# raw output goes to .bench/<UTC time>/ (git-ignored), .bench/latest points
+# at it. Nothing is written outside .bench/ in the repository (go's build
+# cache aside).
+#
+# Environment:
+#   PIN_BENCH_PROFILE=1          also write CPU and allocation profiles (adds ~1 min)
+#   PIN_BENCH_EXPIRE_SIZES       table sizes of the expiry batch (default 10k,100k,1M)
+#   PIN_BENCH_BATCH_ITERATIONS   iterations per size (default 30)
+#   PIN_BENCH_DRAIN_ITERATIONS   drains per instance count (default 5)
+#   PIN_BENCH_API_DURATION       measured time of the API and of pgbench (default 20s)
+#   PIN_BENCH_SUSTAINED_STEPS    offered loads of the forwarder (default 2000,4000,6000,8000,10000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+out=.bench/$stamp
+mkdir -p "$out/tmp" "$out/bin"
+ln -sfn "$stamp" .bench/latest
+# Test binaries' temporary files (the pin binary they build, pgbench logs)
+# stay under .bench/ too.
+export TMPDIR=$root/$out/tmp
+export PIN_TEST_DATABASE_URL=${PIN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+# --- pgbench -------------------------------------------------------------
+# `command -v` is not enough: Debian's /usr/bin/pgbench is a wrapper
+# (postgresql-client-common) that fails when no pgbench binary is installed.
+have_pgbench() { pgbench --version >/dev/null 2>&1; }
+if ! have_pgbench && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  say "pgbench is missing: installing it with apt-get"
+  apt-get update -qq
+  # Depending on the release pgbench is in the client package or (Debian 12)
+  # in the server package, which postgresql-contrib pulls in.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-client >/dev/null || true
+  have_pgbench || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-contrib >/dev/null || true
+fi
+if ! have_pgbench; then
+  cat >&2 <<'MSG'
+pgbench is not installed; the API benchmark compares against it.
+  Debian/Ubuntu:  sudo apt-get install postgresql-client
+                  (if pgbench still fails, e.g. Debian 12: sudo apt-get install postgresql-contrib)
+  macOS:          brew install libpq && brew link --force libpq
+MSG
+  exit 1
+fi
+
+# --- the machine ---------------------------------------------------------
+pg_version=unknown
+if command -v psql >/dev/null 2>&1; then
+  pg_version=$(psql "$PIN_TEST_DATABASE_URL" -Atc 'SHOW server_version' 2>/dev/null || echo unknown)
+fi
+{
+  echo "date:        $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host:        $(uname -srm)"
+  echo "cpu:         $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || echo unknown)"
+  echo "nproc:       $(nproc)"
+  echo "memory:      $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo 2>/dev/null || echo unknown)"
+  echo "postgresql:  $pg_version ($(pgbench --version))"
+  echo "go:          $(go version)"
+  echo "git:         $(git describe --always --dirty 2>/dev/null || echo unknown)"
+  echo "load avg:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
+} | tee "$out/machine.txt"
+
+# Load average every 5 s for the whole run, so each figure can be read
+# against the load it was measured under.
+(while :; do echo "$(date +%s) $(cut -d' ' -f1 /proc/loadavg)"; sleep 5; done) >"$out/load.txt" &
+sampler=$!
+trap 'kill $sampler 2>/dev/null || true; rm -rf "$root/$out/tmp"' EXIT
+
+# step NAME GO-TEST-ARGS...: runs one benchmark, tees its output to
+# $out/NAME.txt and notes the load average over its run. A failing
+# benchmark is reported and the others still run; the script then exits 1.
+failed=()
+step() {
+  local name=$1; shift
+  local from; from=$(date +%s)
+  say "$name  (load $(cut -d' ' -f1 /proc/loadavg))"
+  local rc=0
+  go test -run '^$' -timeout 30m "$@" 2>&1 | tee "$out/$name.txt" || rc=${PIPESTATUS[0]}
+  local to; to=$(date +%s)
+  awk -v f="$from" -v t="$to" -v n="$name" '$1 >= f && $1 <= t {s += $2; c++; if ($2 > m) m = $2}
+    END {if (c) printf "%s %.2f %.2f\n", n, s/c, m; else printf "%s - -\n", n}' "$out/load.txt" >>"$out/step-load.txt"
+  if [ "$rc" != 0 ]; then
+    echo "benchmark $name FAILED (exit $rc); see $out/$name.txt" >&2
+    failed+=("$name")
+  fi
+}
+
+profile() { # profile NAME: the go test flags that write NAME's profiles when asked to
+  if [ "${PIN_BENCH_PROFILE:-}" = 1 ]; then
+    echo "-cpuprofile $root/$out/$1.cpu.prof -memprofile $root/$out/$1.mem.prof -o $root/$out/bin/$1.test"
+  fi
+}
+
+say "build pin"
+go build -o "$out/bin/pin" ./cmd/pin
+
+# shellcheck disable=SC2046 # profile's flags are meant to split
+PIN_BENCH_EXPLAIN_DIR=$root/$out step expire-batch -bench 'BenchmarkExpireBatch$' \
+  -benchtime "${PIN_BENCH_BATCH_ITERATIONS:-30}x" -v $(profile expire-batch) ./modules/promotion/internal/expirebench/
+# shellcheck disable=SC2046
+step expire-drain -bench 'BenchmarkExpireDrain$' -benchtime "${PIN_BENCH_DRAIN_ITERATIONS:-5}x" \
+  $(profile expire-drain) ./modules/promotion/internal/expirebench/
+# shellcheck disable=SC2046
+step forwarder -bench 'BenchmarkCommitToKafka$' -benchtime 1x -v \
+  $(profile forwarder) ./platform/outbox/
+PIN_BENCH_PIN_BINARY=$root/$out/bin/pin step api -bench 'BenchmarkAPI$' -benchtime 1x -v ./cmd/pinload/
+if [ "${PIN_BENCH_PROFILE:-}" = 1 ]; then
+  # shellcheck disable=SC2046
+  step api-inprocess -bench 'BenchmarkAPIInProcess$' -benchtime 1x $(profile api-inprocess) ./cmd/pinload/
+fi
+
+# --- summary -------------------------------------------------------------
+# metric FILE BENCHMARK UNIT: the value of UNIT on BENCHMARK's result line.
+metric() {
+  awk -v b="$2" -v u="$3" '$1 ~ "^"b"(-[0-9]+)?$" {for (i = 3; i < NF; i += 2) if ($(i+1) == u) {print $i; exit}}' "$out/$1.txt"
+}
+# row LABEL VALUE OP TARGET UNIT [LOAD-STEP]
+row() {
+  local label=$1 value=$2 op=$3 target=$4 unit=$5 stepname=${6:-}
+  local verdict=missing
+  if [ -n "$value" ]; then
+    verdict=$(awk -v v="$value" -v t="$target" -v op="$op" 'BEGIN {
+      ok = (op == "<=" && v <= t) || (op == "<" && v < t) || (op == ">=" && v >= t) || (op == "==" && v == t)
+      print ok ? "met" : "MISSED" }')
+  fi
+  local load=""
+  [ -n "$stepname" ] && load=$(awk -v n="$stepname" '$1 == n {print "load " $2 " (max " $3 ")"}' "$out/step-load.txt")
+  printf '%-46s %12s %-3s %-10s %-7s %s\n' "$label" "${value:-?}" "$op" "$target $unit" "$verdict" "$load" | tee -a "$out/summary.txt"
+}
+
+say "summary (raw output in $out/)"
+: >"$out/summary.txt"
+IFS=, read -r -a sizes <<<"${PIN_BENCH_EXPIRE_SIZES:-10k,100k,1M}"
+for size in "${sizes[@]}"; do
+  b="BenchmarkExpireBatch/purchases=$size/batch=200"
+  printf '%-46s batch %s ms, cycle %s ms, bound %s ms\n' "expiry batch of 200, $size purchases" \
+    "$(metric expire-batch "$b" batch-ms)" "$(metric expire-batch "$b" cycle-ms)" "$(metric expire-batch "$b" bound-ms)" | tee -a "$out/summary.txt"
+  row "  module batch / bound" "$(metric expire-batch "$b" batch/bound)" "<=" 1.25 "x" expire-batch
+  row "  whole cycle / bound (informative)" "$(metric expire-batch "$b" cycle/bound)" "<=" 1.25 "x" expire-batch
+done
+b=BenchmarkExpireDrain/backlog=10k
+row "drain 10k, 1 instance" "$(metric expire-drain $b 1-instance-purchases/s)" ">=" 15000 "purchases/s" expire-drain
+row "drain 10k, 2 instances" "$(metric expire-drain $b 2-instances-purchases/s)" ">=" 0 "purchases/s" expire-drain
+row "drain 10k, 2 vs 1" "$(metric expire-drain $b 2-vs-1)" ">=" 1.5 "x" expire-drain
+echo "  (each drain checked: 10k Expired, none due, exactly one Expired event per purchase)" | tee -a "$out/summary.txt"
+b=BenchmarkCommitToKafka/latency-200eps
+row "forwarder commit->consumer p50 @200 ev/s" "$(metric forwarder $b p50-ms)" "<" 50 "ms" forwarder
+row "forwarder commit->consumer p99 @200 ev/s" "$(metric forwarder $b p99-ms)" "<" 200 "ms" forwarder
+row "forwarder drain of a 20k backlog" "$(metric forwarder BenchmarkCommitToKafka/drain events/s)" ">=" 2000 "events/s" forwarder
+row "forwarder max sustained (backlog flat)" "$(metric forwarder BenchmarkCommitToKafka/sustained max-sustained-events/s)" ">=" 2000 "events/s" forwarder
+row "API purchases/s (32 clients)" "$(metric api BenchmarkAPI api-purchases/s)" ">=" 0 "/s" api
+row "pgbench same transaction (32 clients)" "$(metric api BenchmarkAPI pgbench-tps)" ">=" 0 "tps" api
+row "API / pgbench" "$(metric api BenchmarkAPI api/pgbench)" ">=" 0.5 "x" api
+row "API p50" "$(metric api BenchmarkAPI api-p50-ms)" ">=" 0 "ms" api
+row "API p99" "$(metric api BenchmarkAPI api-p99-ms)" "<" 50 "ms" api
+row "pgbench p99 (same clients)" "$(metric api BenchmarkAPI pgbench-p99-ms)" ">=" 0 "ms" api
+row "API errors" "$(metric api BenchmarkAPI api-errors)" "==" 0 "" api
+row "pin serve peak RSS idle (VmHWM)" "$(metric api BenchmarkAPI idle-MB)" "<" 60 "MB" api
+row "pin serve peak RSS under load (VmHWM)" "$(metric api BenchmarkAPI load-MB)" "<" 150 "MB" api
+echo
+echo "load average during each step (mean, max): $(tr '\n' ';' <"$out/step-load.txt")"
+echo "raw output: $out/ (benchstat-compatible: benchstat $out/expire-batch.txt)"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED benchmarks: ${failed[*]}" >&2
+  exit 1
+fi
