@@ -138,6 +138,23 @@ func (c *consumer) until(tb testing.TB, n int) []*kgo.Record {
 	return c.records
 }
 
+// untilDistinct reads until n distinct messages (by message_id) have
+// arrived, redeliveries included in what it returns.
+func (c *consumer) untilDistinct(tb testing.TB, n int) []*kgo.Record {
+	tb.Helper()
+	distinct := func() int {
+		ids := map[string]bool{}
+		for _, r := range c.records {
+			ids[headers(r)["message_id"]] = true
+		}
+		return len(ids)
+	}
+	for distinct() < n {
+		c.until(tb, len(c.records)+1)
+	}
+	return c.records
+}
+
 // quiet checks that no further record arrives within d.
 func (c *consumer) quiet(tb testing.TB, d time.Duration) {
 	tb.Helper()
