@@ -43,12 +43,12 @@ func Open(ctx context.Context, url string) (*gorm.DB, error) {
 		PrepareStmt:          false,
 		DisableAutomaticPing: true,
 		NowFunc:              func() time.Time { return time.Now().UTC() },
-		Logger: gormlogger.NewSlogLogger(slog.Default(), gormlogger.Config{
+		Logger: quietLogger{slow: slowQuery, Interface: gormlogger.NewSlogLogger(slog.Default(), gormlogger.Config{
 			SlowThreshold:             slowQuery,
 			IgnoreRecordNotFoundError: true,
 			ParameterizedQueries:      true,
 			LogLevel:                  gormlogger.Warn,
-		}),
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
