@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	gormpostgres "gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	gormlogger "gorm.io/gorm/logger"
 )
 
 // Pool limits. The monolith serves HTTP, runs the expiry job and the outbox
@@ -43,12 +42,7 @@ func Open(ctx context.Context, url string) (*gorm.DB, error) {
 		PrepareStmt:          false,
 		DisableAutomaticPing: true,
 		NowFunc:              func() time.Time { return time.Now().UTC() },
-		Logger: quietLogger{slow: slowQuery, Interface: gormlogger.NewSlogLogger(slog.Default(), gormlogger.Config{
-			SlowThreshold:             slowQuery,
-			IgnoreRecordNotFoundError: true,
-			ParameterizedQueries:      true,
-			LogLevel:                  gormlogger.Warn,
-		})},
+		Logger:               NewLogger(slog.Default(), slowQuery),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
