@@ -19,9 +19,10 @@ import (
 // it.
 type asyncAPIDoc map[string]any
 
-func loadAsyncAPI(tb testing.TB) asyncAPIDoc {
+// loadAsyncAPI reads the AsyncAPI document at path.
+func loadAsyncAPI(tb testing.TB, path string) asyncAPIDoc {
 	tb.Helper()
-	data, err := os.ReadFile(asyncAPIPath)
+	data, err := os.ReadFile(path)
 	require.NoError(tb, err)
 	var doc map[string]any
 	require.NoError(tb, yaml.Unmarshal(data, &doc))
@@ -63,7 +64,7 @@ func toJSON(tb testing.TB, v any) any {
 // reference to the JSON Schema, the Kafka key and the headers.
 func TestAsyncAPIDocument(t *testing.T) {
 	t.Parallel()
-	doc := loadAsyncAPI(t)
+	doc := loadAsyncAPI(t, asyncAPIPath)
 	require.Equal(t, "3.0.0", doc["asyncapi"])
 
 	channel := at(t, map[string]any(doc), "channels", "purchaseChanged")
@@ -112,7 +113,7 @@ func TestAsyncAPIDocument(t *testing.T) {
 // keeps each example equal to the golden file of the same name.
 func TestAsyncAPIExamples(t *testing.T) {
 	t.Parallel()
-	doc := loadAsyncAPI(t)
+	doc := loadAsyncAPI(t, asyncAPIPath)
 	s := compileSchemas(t)
 	msg := at(t, map[string]any(doc), "components", "messages", "purchaseChanged")
 

@@ -1,9 +1,9 @@
 package contract_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -36,13 +36,20 @@ func mutateJSON(t *testing.T, fn func(doc map[string]any)) []byte {
 	t.Helper()
 	wire, err := contract.Marshal(validEnvelope(t))
 	require.NoError(t, err)
-	d := json.NewDecoder(strings.NewReader(string(wire)))
-	d.UseNumber() // keeps 1500.00 as written
+	return editJSON(t, wire, fn)
+}
+
+// editJSON applies fn to the generic form of a JSON object and returns it
+// compact, numbers kept as written (1500.00).
+func editJSON(tb testing.TB, data []byte, fn func(doc map[string]any)) []byte {
+	tb.Helper()
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
 	var doc map[string]any
-	require.NoError(t, d.Decode(&doc))
+	require.NoError(tb, d.Decode(&doc))
 	fn(doc)
 	out, err := json.Marshal(doc)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return out
 }
 
