@@ -360,8 +360,8 @@ func TestDevFromPurchaseToKafkaAndBack(t *testing.T) {
 	require.Less(t, took, 10*time.Second)
 }
 
-// TestServeRefusesTrafficUntilMigrated shows /readyz answering 503 on an
-// empty database, and `pin serve` staying up while the forwarder's broker
+// TestServeRefusesTrafficUntilMigrated shows /readyz answering 503 with a
+// reason code (no detail) on an empty database, and `pin serve` staying up while the forwarder's broker
 // is unreachable.
 func TestServeRefusesTrafficUntilMigrated(t *testing.T) {
 	t.Parallel()
@@ -384,14 +384,18 @@ func TestServeRefusesTrafficUntilMigrated(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var body []byte
 	require.Eventually(t, func() bool {
 		resp, err := http.Get("http://" + httpAddr + "/readyz")
 		if err != nil {
 			return false
 		}
-		resp.Body.Close()
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
 		return resp.StatusCode == http.StatusServiceUnavailable
 	}, 30*time.Second, 50*time.Millisecond, "readyz must answer 503 on an unmigrated database; output:\n%s", out)
+	require.JSONEq(t, `{"status":"not ready","reason":"migrations_pending"}`, string(body), "a reason code, no detail")
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "migrations_pending") }, 10*time.Second, 50*time.Millisecond, "the detail is logged")
 	_, stderr, code := run(t, env, "migrate", "up")
 	require.Equal(t, 0, code, stderr)
 	require.Eventually(t, func() bool {

@@ -142,7 +142,7 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 	if err != nil {
 		return err
 	}
-	host.RegisterProbes(e, func(ctx context.Context) error { return postgres.Ready(ctx, sqlDB) }, p.reg)
+	host.RegisterProbes(e, func(ctx context.Context) error { return postgres.Ready(ctx, sqlDB) }, p.reg, p.logger)
 
 	publisher, err := outbox.NewPublisher(p.logger, p.tp)
 	if err != nil {

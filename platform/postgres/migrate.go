@@ -50,22 +50,45 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
+// Reason codes of NotReadyError: what /readyz tells anyone who asks.
+const (
+	ReasonUnreachable       = "database_unreachable"
+	ReasonMigrationsPending = "migrations_pending"
+)
+
+// NotReadyError says why the database cannot serve traffic: Reason is a
+// short code safe to show strangers; Err, which may name hosts and users,
+// is for the log only.
+type NotReadyError struct {
+	Reason string
+	Err    error
+}
+
+func (e *NotReadyError) Error() string { return "postgres: " + e.Reason + ": " + e.Err.Error() }
+
+func (e *NotReadyError) Unwrap() error { return e.Err }
+
+// ReadyReason returns the short code GET /readyz answers with.
+func (e *NotReadyError) ReadyReason() string { return e.Reason }
+
 // Ready reports whether the database is reachable and has no pending
-// migration; it backs GET /readyz.
+// migration; it backs GET /readyz. Its errors are *NotReadyError.
 func Ready(ctx context.Context, db *sql.DB) error {
 	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("postgres: unreachable: %w", err)
+		return &NotReadyError{ReasonUnreachable, err}
 	}
 	p, err := MigrationProvider(db)
 	if err != nil {
-		return err
+		return &NotReadyError{ReasonMigrationsPending, err}
 	}
 	pending, err := p.HasPending(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres: migration status: %w", err)
+		// A database that answers a ping but not a query is, to a
+		// caller, unreachable.
+		return &NotReadyError{ReasonUnreachable, fmt.Errorf("migration status: %w", err)}
 	}
 	if pending {
-		return errors.New("postgres: migrations are pending")
+		return &NotReadyError{ReasonMigrationsPending, errors.New("migrations are pending")}
 	}
 	return nil
 }

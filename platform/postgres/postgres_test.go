@@ -185,7 +185,7 @@ func TestMigrationsEnsureDatabaseAndReady(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 
-	require.Error(t, postgres.Ready(ctx, db), "an empty database is not ready")
+	requireNotReady(t, postgres.Ready(ctx, db), postgres.ReasonMigrationsPending)
 	require.NoError(t, postgres.Migrate(ctx, db))
 	require.NoError(t, postgres.Migrate(ctx, db), "idempotent")
 	require.NoError(t, postgres.Ready(ctx, db))
@@ -199,7 +199,7 @@ func TestMigrationsEnsureDatabaseAndReady(t *testing.T) {
 	// Down all the way and up again: every Down section works.
 	_, err = p.DownTo(ctx, 0)
 	require.NoError(t, err)
-	require.ErrorContains(t, postgres.Ready(ctx, db), "pending")
+	requireNotReady(t, postgres.Ready(ctx, db), postgres.ReasonMigrationsPending)
 	require.NoError(t, postgres.Migrate(ctx, db))
 	require.NoError(t, postgres.Ready(ctx, db))
 }
@@ -227,4 +227,19 @@ func TestLoggerWritesNoParameterValues(t *testing.T) {
 		require.Contains(t, line, "$1", "the statement is logged with its placeholder")
 		require.NotContains(t, line, secret, "but not with its value")
 	}
+}
+
+func TestReadyOnAnUnreachableDatabase(t *testing.T) {
+	t.Parallel()
+	db, err := sql.Open("pgx", "postgres://pin_owner:secret@127.0.0.1:1/pin?sslmode=disable&connect_timeout=2")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	requireNotReady(t, postgres.Ready(context.Background(), db), postgres.ReasonUnreachable)
+}
+
+func requireNotReady(t *testing.T, err error, reason string) {
+	t.Helper()
+	var notReady *postgres.NotReadyError
+	require.ErrorAs(t, err, &notReady)
+	require.Equal(t, reason, notReady.ReadyReason())
 }
