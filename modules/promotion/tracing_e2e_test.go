@@ -310,7 +310,7 @@ func recordHeaders(r *kgo.Record) map[string]string {
 func stubAttr(s tracetest.SpanStub, key attribute.Key) string {
 	for _, kv := range s.Attributes {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

@@ -136,7 +136,7 @@ func runTracedForwarder(tb testing.TB, b testBundle, cfg outbox.ForwarderConfig,
 func spanAttr(s sdktrace.ReadOnlySpan, key attribute.Key) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
