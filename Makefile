@@ -15,10 +15,13 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/pin
+	@echo "Compiling $(BIN). The first build on a machine downloads the modules and compiles every dependency:"
+	@echo "a few minutes with no output. Later builds take seconds."
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN) ./cmd/pin
 
-dev: build ## run the module on this machine: API, expiry job, forwarder and an embedded Kafka-protocol broker
+dev: ## run the module on this machine: API, expiry job, forwarder and an embedded Kafka-protocol broker
 	@./scripts/check-postgres.sh "$${PIN_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/pin?sslmode=disable}"
+	@$(MAKE) --no-print-directory build
 	./$(BIN) dev
 
 test: check-postgres ## run every test with the race detector against PIN_TEST_DATABASE_URL
