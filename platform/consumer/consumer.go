@@ -1,0 +1,68 @@
+// Package consumer is the platform's kit for consuming an integration event
+// from Kafka with the guarantees the event contracts ask of a consumer:
+//
+//   - an inbox: the message id is recorded in the same database transaction
+//     as the event's effect, so a re-delivered record is skipped;
+//   - a version guard: the handler is told the last version applied for the
+//     aggregate, and an event whose version is not above it is skipped;
+//   - dead letters: a record that cannot be decoded, or whose handler keeps
+//     failing, is kept in consumer.dead_letters and the partition moves on;
+//   - offsets are marked only after the transaction committed, so a crash
+//     loses nothing and re-delivers only what the inbox then skips.
+//
+// A module provides a Handler (decode a record, apply an event inside a
+// transaction) and registers the Runner and the InboxCleaner with the host.
+// docs/consuming-the-event.md shows the whole of it with the reference boost
+// projection (modules/boost).
+package consumer
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+)
+
+// Record is one Kafka record as the runner received it.
+type Record struct {
+	// Topic, Partition and Offset say where the record is.
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Key is the record key.
+	Key []byte
+	// Headers are the record headers by name.
+	Headers map[string]string
+	// Value is the record value.
+	Value []byte
+}
+
+// Event is a decoded record: what the kit needs to guard it, and the body
+// the handler applies.
+type Event[B any] struct {
+	// MessageID is the inbox key: identical on every delivery of one event.
+	MessageID uuid.UUID
+	// AggregateID names the aggregate the version guard is kept for.
+	AggregateID string
+	// Version grows with every event of one aggregate.
+	Version int64
+	// OccurredAt is when the change happened at the producer; the delay
+	// from it to the committed effect is measured.
+	OccurredAt time.Time
+	// Body is the event itself.
+	Body B
+}
+
+// Handler is what a consuming module provides.
+type Handler[B any] interface {
+	// Decode turns a record into an event. An error means the record can
+	// never be applied: it is dead-lettered at once, without retries.
+	Decode(r Record) (Event[B], error)
+	// Apply makes the event's effect inside tx, the transaction that also
+	// records the inbox entry and the new version. lastVersion is the last
+	// version applied for the aggregate (0 for none); the kit calls Apply
+	// only when e.Version is above it. An error rolls everything back and
+	// the event is retried, then dead-lettered.
+	Apply(ctx context.Context, tx *gorm.DB, e Event[B], lastVersion int64) error
+}

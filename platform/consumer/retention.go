@@ -1,0 +1,84 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// InboxCleaner is the host.Runner that deletes a consumer's inbox entries
+// older than the retention. A record re-delivered after that is still
+// stopped by the version guard, so the retention needs only to outlast the
+// window in which a duplicate can arrive (redelivery after a crash or a
+// rebalance), not the topic's retention.
+type InboxCleaner struct {
+	db        *gorm.DB
+	consumer  string
+	retention time.Duration
+	interval  time.Duration
+	batch     int
+	logger    *slog.Logger
+}
+
+// DefaultInboxRetention is how long an inbox entry is kept.
+const DefaultInboxRetention = 7 * 24 * time.Hour
+
+// NewInboxCleaner returns the inbox cleaner of the consumer named consumer;
+// retention 0 means DefaultInboxRetention.
+func NewInboxCleaner(db *gorm.DB, consumer string, retention time.Duration, logger *slog.Logger) (*InboxCleaner, error) {
+	if db == nil || consumer == "" || logger == nil {
+		return nil, errors.New("consumer: NewInboxCleaner: db, consumer and logger are required")
+	}
+	if retention <= 0 {
+		retention = DefaultInboxRetention
+	}
+	return &InboxCleaner{db: db, consumer: consumer, retention: retention, interval: 10 * time.Minute, batch: 1000,
+		logger: logger.With("runner", "consumer-inbox-retention-"+consumer)}, nil
+}
+
+// Name implements host.Runner.
+func (c *InboxCleaner) Name() string { return "consumer-inbox-retention-" + c.consumer }
+
+// Run cleans every ten minutes until ctx is cancelled.
+func (c *InboxCleaner) Run(ctx context.Context) error {
+	for {
+		n, err := c.CleanOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			c.logger.WarnContext(ctx, "inbox retention failed", "error", err)
+		case n > 0:
+			c.logger.InfoContext(ctx, "inbox retention deleted old entries", "deleted", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(c.interval):
+		}
+	}
+}
+
+// CleanOnce deletes, in short batches, every entry older than the retention
+// and returns how many it deleted.
+func (c *InboxCleaner) CleanOnce(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		res := c.db.WithContext(ctx).Exec(`
+			DELETE FROM consumer.inbox WHERE consumer = ? AND message_id IN (
+				SELECT message_id FROM consumer.inbox
+				WHERE consumer = ? AND received_at < now() - make_interval(secs => ?)
+				LIMIT ?)`, c.consumer, c.consumer, c.retention.Seconds(), c.batch)
+		if res.Error != nil {
+			return total, fmt.Errorf("consumer %s: inbox retention: %w", c.consumer, res.Error)
+		}
+		total += res.RowsAffected
+		if res.RowsAffected < int64(c.batch) {
+			return total, nil
+		}
+	}
+}
