@@ -1,0 +1,51 @@
+package testbed
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// LogBuffer is a log sink for JSON log lines (observability.NewLogger)
+// that is safe for concurrent writers: the cycle, its batches and the test
+// all log at once.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String is everything written so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// Records returns the records whose msg is msg, in order. Every line must
+// be a JSON record: a line that is not fails tb.
+func (l *LogBuffer) Records(tb testing.TB, msg string) []map[string]any {
+	tb.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		require.NoError(tb, json.Unmarshal([]byte(line), &rec), line)
+		if rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
