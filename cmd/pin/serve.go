@@ -15,6 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"gorm.io/gorm"
 
+	"github.com/pinmarket/pin/modules/boost"
 	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/platform/auth"
@@ -172,6 +173,20 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 	}
 	h.AddRunner(cleaner)
 
+	if dev || cfg.BoostProjection == "on" {
+		projection, err := boost.New(boost.Deps{
+			DB:         p.db,
+			Auth:       authn,
+			Brokers:    cfg.KafkaBrokers,
+			Logger:     p.logger,
+			Registerer: p.reg,
+		})
+		if err != nil {
+			return err
+		}
+		h.AddModule(projection)
+	}
+
 	if dev {
 		if err := module.SeedDemoPackages(ctx); err != nil {
 			return err
@@ -219,13 +234,16 @@ Tokens (24 h):
 Try it:
   curl -s %[1]s/api/developers/v1/promotion-packages -H "Authorization: Bearer $TOKEN"
   PACKAGE_ID=$(curl -s %[1]s/api/developers/v1/promotion-packages -H "Authorization: Bearer $TOKEN" | jq -r '.items[] | select(.code=="project-boost-week") | .id')
+  PROJECT_ID=$(cat /proc/sys/kernel/random/uuid)
   PURCHASE_ID=$(curl -s -X POST %[1]s/api/developers/v1/promotions -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
       -H "Idempotency-Key: $(uuidgen || cat /proc/sys/kernel/random/uuid)" \
-      -d "{\"packageId\":\"$PACKAGE_ID\",\"targets\":[{\"targetKind\":\"Project\",\"targetId\":\"$(cat /proc/sys/kernel/random/uuid)\"}]}" | jq -r .id)
+      -d "{\"packageId\":\"$PACKAGE_ID\",\"targets\":[{\"targetKind\":\"Project\",\"targetId\":\"$PROJECT_ID\"}]}" | jq -r .id)
   curl -s %[1]s/api/developers/v1/promotions/$PURCHASE_ID -H "Authorization: Bearer $TOKEN"
+  curl -s %[1]s/api/developers/v1/promotion-boosts/Project/$PROJECT_ID -H "Authorization: Bearer $TOKEN"
   curl -s -X POST %[1]s/api/developers/v1/promotions/$PURCHASE_ID/cancel -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"reason":"changed my mind"}'
+  curl -s %[1]s/api/developers/v1/promotion-boosts/Project/$PROJECT_ID -H "Authorization: Bearer $TOKEN"
   kcat -C -b %[2]s -t %[3]s -o beginning -e -f 'key=%%k partition=%%p headers=%%h\n%%s\n\n'
-  curl -s %[1]s/metrics | grep -E '^(promotion_expire|pin_outbox)'
+  curl -s %[1]s/metrics | grep -E '^(promotion_expire|pin_outbox|pin_consumer)'
 
 `, base, cfg.KafkaBrokers[0], contract.Topic, cfg.JWTSecret, tenantToken, adminToken)
 	return nil

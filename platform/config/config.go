@@ -35,6 +35,10 @@ type Config struct {
 	OutboxPollInterval time.Duration `env:"PIN_OUTBOX_POLL_INTERVAL" envDefault:"50ms"`
 	OutboxRetention    time.Duration `env:"PIN_OUTBOX_RETENTION" envDefault:"168h"`
 
+	// BoostProjection runs the reference boost projection in `pin serve`
+	// ("on" or "off"); `pin dev` always runs it.
+	BoostProjection string `env:"PIN_BOOST_PROJECTION" envDefault:"off"`
+
 	ShutdownTimeout time.Duration `env:"PIN_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	DevKafkaAddr    string        `env:"PIN_DEV_KAFKA_ADDR" envDefault:"127.0.0.1:9092"`
 }
@@ -116,6 +120,9 @@ func (c Config) validate(needs Requirement) error {
 	}
 	if c.OutboxRetention < time.Hour {
 		return &Error{"PIN_OUTBOX_RETENTION", "must be at least 1h"}
+	}
+	if c.BoostProjection != "on" && c.BoostProjection != "off" {
+		return &Error{"PIN_BOOST_PROJECTION", fmt.Sprintf("must be on or off, got %q", c.BoostProjection)}
 	}
 	if c.ShutdownTimeout < time.Second || c.ShutdownTimeout > 10*time.Minute {
 		return &Error{"PIN_SHUTDOWN_TIMEOUT", "must be between 1s and 10m"}

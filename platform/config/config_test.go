@@ -22,6 +22,7 @@ func TestLoadDefaults(t *testing.T) {
 	require.Equal(t, 1, cfg.ExpireMaxBatchesPerCycle)
 	require.Equal(t, "info", cfg.LogLevel)
 	require.Equal(t, "127.0.0.1:9092", cfg.DevKafkaAddr)
+	require.Equal(t, "off", cfg.BoostProjection)
 }
 
 func TestLoadServeRequirements(t *testing.T) {
@@ -57,6 +58,7 @@ func TestLoadRejects(t *testing.T) {
 		{"broker without port", []string{"PIN_KAFKA_BROKERS=localhost"}, "PIN_KAFKA_BROKERS"},
 		{"log level", []string{"PIN_LOG_LEVEL=loud"}, "PIN_LOG_LEVEL"},
 		{"http addr", []string{"PIN_HTTP_ADDR=8080"}, "PIN_HTTP_ADDR"},
+		{"boost projection not on/off", []string{"PIN_BOOST_PROJECTION=yes"}, "PIN_BOOST_PROJECTION"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

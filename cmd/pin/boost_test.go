@@ -1,0 +1,219 @@
+package main_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+// boostPromise is how soon after the API's answer a target's boost must
+// have followed a purchase or a cancellation (issue 14).
+const boostPromise = 2 * time.Second
+
+// boostOf reads GET /promotion-boosts/{kind}/{id} from s.
+func (s *server) boostOf(t *testing.T, tok, kind, id string) (weight, active int) {
+	t.Helper()
+	code, body := s.do(t, http.MethodGet, "/api/developers/v1/promotion-boosts/"+kind+"/"+id, tok, nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	require.Equal(t, kind, body["targetKind"])
+	require.Equal(t, id, body["targetId"])
+	return int(body["boostWeight"].(float64)), int(body["activePurchases"].(float64))
+}
+
+// requireBoostWithin polls until the target shows weight and active and
+// fails when that took longer than within.
+func (s *server) requireBoostWithin(t *testing.T, within time.Duration, tok, kind, id string, weight, active int) {
+	t.Helper()
+	start := time.Now()
+	for {
+		w, a := s.boostOf(t, tok, kind, id)
+		if w == weight && a == active {
+			t.Logf("boost of %s %s is %d/%d after %s", kind, id, w, a, time.Since(start).Round(time.Millisecond))
+			return
+		}
+		require.Less(t, time.Since(start), within, "boost of %s %s: want %d/%d, have %d/%d", kind, id, weight, active, w, a)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// purchaseProject buys project-boost-week (weight 10) for one new project
+// and returns the purchase id and the project id.
+func (s *server) purchaseProject(t *testing.T, tok, packageID string, projects ...string) string {
+	t.Helper()
+	targets := make([]map[string]any, len(projects))
+	for i, p := range projects {
+		targets[i] = map[string]any{"targetKind": "Project", "targetId": p}
+	}
+	code, purchase := s.do(t, http.MethodPost, "/api/developers/v1/promotions", tok,
+		map[string]any{"packageId": packageID, "targets": targets}, "Idempotency-Key", uuid.NewString())
+	require.Equal(t, http.StatusCreated, code, "%v", purchase)
+	return purchase["id"].(string)
+}
+
+func (s *server) packageID(t *testing.T, tok, code string) string {
+	t.Helper()
+	status, pkgs := s.do(t, http.MethodGet, "/api/developers/v1/promotion-packages", tok, nil)
+	require.Equal(t, http.StatusOK, status)
+	for _, item := range pkgs["items"].([]any) {
+		if p := item.(map[string]any); p["code"] == code {
+			return p["id"].(string)
+		}
+	}
+	t.Fatalf("no package %s", code)
+	return ""
+}
+
+// TestDevBoostFollowsPurchaseCancelAndExpiry walks the README: in `pin dev`
+// a purchase raises its project's boost within 2 s, a cancellation takes it
+// away within 2 s, and an expiry cycle takes away the boost of an expired
+// purchase.
+func TestDevBoostFollowsPurchaseCancelAndExpiry(t *testing.T) {
+	t.Parallel()
+	db := testbed.NewDatabase(t)
+	s := startServer(t, []string{
+		"PIN_DATABASE_URL=" + db.URL,
+		"PIN_HTTP_ADDR=" + freeAddr(t),
+		"PIN_DEV_KAFKA_ADDR=" + freeAddr(t),
+		"PIN_AUTH_JWT_SECRET=" + jwtSecret,
+	}, "dev")
+	tok := token(t, uuid.New())
+	pkg := s.packageID(t, tok, "project-boost-week")
+	project := uuid.NewString()
+
+	// The first event also waits for the consumer group to form.
+	first := s.purchaseProject(t, tok, pkg, project)
+	s.requireBoostWithin(t, testbed.ForwardDeadline, tok, "Project", project, 10, 1)
+	second := s.purchaseProject(t, tok, pkg, project)
+	s.requireBoostWithin(t, boostPromise, tok, "Project", project, 20, 2)
+
+	code, body := s.do(t, http.MethodPost, "/api/developers/v1/promotions/"+first+"/cancel", tok, map[string]any{"reason": "test"})
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	s.requireBoostWithin(t, boostPromise, tok, "Project", project, 10, 1)
+
+	_, err := db.SQL.Exec(`UPDATE promotion.promotion_purchases
+		SET starts_at = starts_at - interval '30 days', ends_at = ends_at - interval '30 days' WHERE id = $1`, second)
+	require.NoError(t, err)
+	out, stderr, code := run(t, []string{"PIN_DATABASE_URL=" + db.URL}, "expire-promotions", "--once")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, `"expired":1`)
+	s.requireBoostWithin(t, boostPromise, tok, "Project", project, 0, 0)
+
+	_, pkgs := s.do(t, http.MethodGet, "/api/developers/v1/promotion-boosts/Billboard/"+project, tok, nil)
+	require.Equal(t, float64(http.StatusUnprocessableEntity), pkgs["status"])
+}
+
+// TestBoostProjectionSurvivesSIGKILL kills the consuming `pin serve`
+// (PIN_BOOST_PROJECTION=on) in the middle of a stream of purchases and
+// cancellations taken by another instance, restarts it, and compares the
+// projection with the one computed from the promotion tables: nothing lost,
+// nothing applied twice.
+func TestBoostProjectionSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
+	db := testbed.NewDatabase(t)
+	brokers := testbed.NewKafka(t, contract.Topic)
+	env := func(projection string) []string {
+		return []string{
+			"PIN_DATABASE_URL=" + db.URL,
+			"PIN_HTTP_ADDR=" + freeAddr(t),
+			"PIN_KAFKA_BROKERS=" + brokers[0],
+			"PIN_AUTH_JWT_SECRET=" + jwtSecret,
+			"PIN_BOOST_PROJECTION=" + projection,
+		}
+	}
+	api := startServer(t, env("off"), "serve")
+	consumer := startServer(t, env("on"), "serve")
+	tok := token(t, uuid.New())
+	admin := token(t, uuid.New(), "admin")
+	code, pkg := api.do(t, http.MethodPost, "/api/admin/v1/promotion-packages", admin, map[string]any{
+		"code": "crash-test", "name": "crash test", "kind": "ProjectBoost", "durationDays": 7, "boostWeight": 3,
+		"price": map[string]any{"amount": 10, "currencyId": 643},
+	})
+	require.Equal(t, http.StatusCreated, code, "%v", pkg)
+
+	projects := make([]string, 15)
+	for i := range projects {
+		projects[i] = uuid.NewString()
+	}
+	const purchases = 240
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range purchases {
+			id := api.purchaseProject(t, tok, pkg["id"].(string), projects[i%len(projects)], projects[(i+1+i%7)%len(projects)])
+			if i%3 == 0 {
+				code, body := api.do(t, http.MethodPost, "/api/developers/v1/promotions/"+id+"/cancel", tok, map[string]any{"reason": "test"})
+				require.Equal(t, http.StatusOK, code, "%v", body)
+			}
+		}
+	})
+
+	// Kill once the consumer is well into the stream.
+	require.Eventually(t, func() bool {
+		var applied int
+		require.NoError(t, db.SQL.QueryRow(`SELECT count(*) FROM consumer.inbox WHERE consumer = 'boost'`).Scan(&applied))
+		return applied >= 60
+	}, testbed.ForwardDeadline, 5*time.Millisecond)
+	require.NoError(t, consumer.cmd.Process.Signal(syscall.SIGKILL))
+	<-consumer.waited
+	consumer.waited <- nil // for the cleanup
+	wg.Wait()
+
+	startServer(t, env("on"), "serve")
+	const fromDB = `
+		SELECT t.target_kind || ' ' || t.target_id || ' ' || sum(p.boost_weight) || ' ' || count(*)
+		FROM promotion.promotion_purchases p JOIN promotion.promotion_purchase_targets t ON t.purchase_id = p.id
+		WHERE p.status = 'Active' GROUP BY t.target_kind, t.target_id ORDER BY 1`
+	const projected = `
+		SELECT target_kind || ' ' || target_id || ' ' || boost_weight || ' ' || active_purchases
+		FROM boost.target_boosts ORDER BY 1`
+	var want, got []string
+	deadline := time.Now().Add(testbed.ForwardDeadline)
+	for {
+		want, got = queryStrings(t, db, fromDB), queryStrings(t, db, projected)
+		if fmt.Sprint(want) == fmt.Sprint(got) && appliedEverything(t, db) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "projection\n%v\ndiffers from the database\n%v", got, want)
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Len(t, want, len(projects))
+	var events, inbox int
+	require.NoError(t, db.SQL.QueryRow(`SELECT sum(version) FROM promotion.promotion_purchases`).Scan(&events))
+	require.NoError(t, db.SQL.QueryRow(`SELECT count(*) FROM consumer.inbox WHERE consumer = 'boost'`).Scan(&inbox))
+	require.Equal(t, events, inbox, "every event taken exactly once")
+}
+
+// appliedEverything reports whether the consumer's version of every purchase
+// is the purchase's own.
+func appliedEverything(t *testing.T, db *testbed.Database) bool {
+	t.Helper()
+	var behind int
+	require.NoError(t, db.SQL.QueryRow(`
+		SELECT count(*) FROM promotion.promotion_purchases p
+		LEFT JOIN consumer.aggregate_versions v ON v.consumer = 'boost' AND v.aggregate_id = p.id::text
+		WHERE v.version IS DISTINCT FROM p.version`).Scan(&behind))
+	return behind == 0
+}
+
+func queryStrings(t *testing.T, db *testbed.Database, query string) []string {
+	t.Helper()
+	rows, err := db.SQL.Query(query)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
