@@ -37,13 +37,7 @@ func ProducerConfig(clientID string) *sarama.Config {
 	c.Producer.Timeout = 10 * time.Second
 	c.Producer.Partitioner = NewPartitioner
 
-	c.Net.DialTimeout = 3 * time.Second
-	c.Net.ReadTimeout = 10 * time.Second
-	c.Net.WriteTimeout = 10 * time.Second
-	c.Metadata.Retry.Max = 2
-	c.Metadata.Retry.Backoff = 250 * time.Millisecond
-	// Only the topics in use, not the whole cluster's metadata.
-	c.Metadata.Full = false
+	setNetworkDefaults(c)
 	return c
 }
 

@@ -24,11 +24,18 @@ func ConsumerConfig(clientID string) *sarama.Config {
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Consumer.Offsets.AutoCommit.Enable = true
 	c.Consumer.Offsets.AutoCommit.Interval = time.Second
+	setNetworkDefaults(c)
+	return c
+}
+
+// setNetworkDefaults sets what producer and consumer share: short dial and
+// metadata retries, so an unreachable broker is reported within seconds, and
+// metadata of the topics in use only, not the whole cluster's.
+func setNetworkDefaults(c *sarama.Config) {
 	c.Net.DialTimeout = 3 * time.Second
 	c.Net.ReadTimeout = 10 * time.Second
 	c.Net.WriteTimeout = 10 * time.Second
 	c.Metadata.Retry.Max = 2
 	c.Metadata.Retry.Backoff = 250 * time.Millisecond
 	c.Metadata.Full = false
-	return c
 }

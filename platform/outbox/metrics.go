@@ -3,11 +3,12 @@ package outbox
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pinmarket/pin/platform/observability"
 )
 
 // counters are the forwarder's publish counters, shared by every forwarder
@@ -18,14 +19,14 @@ type counters struct {
 }
 
 func registerCounters(reg prometheus.Registerer) (*counters, error) {
-	published, err := registerOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	published, err := observability.RegisterOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pin_outbox_published_total",
 		Help: "Outbox messages the forwarder published to Kafka (acknowledged by the broker).",
 	}, []string{"topic"}))
 	if err != nil {
 		return nil, err
 	}
-	failed, err := registerOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	failed, err := observability.RegisterOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pin_outbox_publish_errors_total",
 		Help: "Failed attempts to publish an outbox message to Kafka (broker down, rejected or unencodable message).",
 	}, []string{"topic"}))
@@ -33,20 +34,6 @@ func registerCounters(reg prometheus.Registerer) (*counters, error) {
 		return nil, err
 	}
 	return &counters{published: published, errors: failed}, nil
-}
-
-func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		var zero C
-		return zero, err
-	}
-	return c, nil
 }
 
 // MetricsConfig says which outbox tables the metrics describe.
@@ -81,7 +68,7 @@ func RegisterMetrics(db *sql.DB, reg prometheus.Registerer, cfg MetricsConfig) e
 			return err
 		}
 	}
-	_, err := registerOrReuse[prometheus.Collector](reg, &backlogCollector{db: db, cfg: cfg})
+	_, err := observability.RegisterOrReuse[prometheus.Collector](reg, &backlogCollector{db: db, cfg: cfg})
 	return err
 }
 
