@@ -3,6 +3,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"unicode"
 
 	"github.com/pinmarket/pin/platform/apperror"
 )
@@ -35,6 +36,21 @@ func (f fieldErrors) err(detail string) error {
 		return nil
 	}
 	return apperror.Invalid(detail, f...)
+}
+
+// controlCharMessage is the rule hasControlChar enforces, as a client reads it.
+const controlCharMessage = "must not contain control characters (NUL and the like; tab and line breaks are allowed)"
+
+// hasControlChar reports a control character other than tab, line feed and
+// carriage return in free text: PostgreSQL refuses NUL in a text column, and
+// the others have no place in a name or a reason.
+func hasControlChar(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' {
+			return true
+		}
+	}
+	return false
 }
 
 func transitionConflict(slug string, sentinel error, format string, args ...any) error {

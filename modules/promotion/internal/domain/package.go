@@ -156,6 +156,8 @@ func (p *Package) validate(errs *fieldErrors) {
 		errs.add("name", "is required")
 	case utf8.RuneCountInString(p.name) > MaxPackageNameLen:
 		errs.add("name", "must be at most %d characters", MaxPackageNameLen)
+	case hasControlChar(p.name):
+		errs.add("name", controlCharMessage)
 	}
 	if !p.kind.IsValid() {
 		errs.add("kind", "unknown package kind %q (want one of %v)", p.kind, PackageKinds)

@@ -166,6 +166,8 @@ func (p *Purchase) Cancel(reason string, by uuid.UUID, at time.Time) error {
 		errs.add("reason", "is required")
 	case utf8.RuneCountInString(reason) > MaxCancelReasonLen:
 		errs.add("reason", "must be at most %d characters", MaxCancelReasonLen)
+	case hasControlChar(reason):
+		errs.add("reason", controlCharMessage)
 	}
 	if err := errs.err("invalid cancellation"); err != nil {
 		return err
