@@ -27,6 +27,8 @@ type bindRequest struct {
 	Note      *string      `json:"note"`
 }
 
+const uuidMessage = "must be a UUID string of 36 characters (8-4-4-4-12 hexadecimal digits)"
+
 func TestBind(t *testing.T) {
 	t.Parallel()
 
@@ -50,18 +52,36 @@ func TestBind(t *testing.T) {
 		{name: "wrong type", body: `{"count": "two"}`, status: http.StatusBadRequest,
 			errors: []map[string]string{{"field": "count", "message": "must be an integer"}}},
 		{name: "fraction for an integer", body: `{"count": 2.5}`, status: http.StatusBadRequest,
-			errors: []map[string]string{{"field": "count", "message": "must be an integer"}}},
+			errors: []map[string]string{{"field": "count", "message": "must be an integer in range"}}},
 		{name: "nested wrong type", body: `{"targets":[{"targetKind": 7}]}`, status: http.StatusBadRequest,
-			errors: []map[string]string{{"field": "targets.targetKind", "message": "must be a string"}}},
+			errors: []map[string]string{{"field": "targets[0].targetKind", "message": "must be a string"}}},
 		{name: "number for a uuid", body: `{"packageId": 5}`, status: http.StatusBadRequest,
-			errors: []map[string]string{{"field": "packageId", "message": "must be a string"}}},
+			errors: []map[string]string{{"field": "packageId", "message": uuidMessage}}},
 		{name: "unknown field", body: `{"count": 1, "boostWieght": 5}`, status: http.StatusBadRequest,
 			errors: []map[string]string{{"field": "boostWieght", "message": "unknown field"}}},
 		{name: "unknown nested field", body: `{"targets":[{"targetKind":"Project","extra":1}]}`, status: http.StatusBadRequest,
-			errors: []map[string]string{{"field": "extra", "message": "unknown field"}}},
+			errors: []map[string]string{{"field": "targets[0].extra", "message": "unknown field"}}},
 		{name: "trailing garbage", body: valid + ` x`, status: http.StatusBadRequest},
 		{name: "second document", body: valid + valid, status: http.StatusBadRequest},
-		{name: "bad uuid", body: `{"packageId":"not-a-uuid"}`, status: http.StatusBadRequest},
+		{name: "bad uuid", body: `{"packageId":"nope"}`, status: http.StatusBadRequest,
+			errors: []map[string]string{{"field": "packageId", "message": uuidMessage}}},
+		{name: "urn uuid", body: `{"packageId":"urn:uuid:9f1c7a52-8d0e-4a52-9a77-2b7a8f0e6c11"}`, status: http.StatusBadRequest,
+			errors: []map[string]string{{"field": "packageId", "message": uuidMessage}}},
+		{name: "hyphen-less uuid", body: `{"targets":[{"targetId":"5f0c3a528d0e4a529a772b7a8f0e6c11"}]}`, status: http.StatusBadRequest,
+			errors: []map[string]string{{"field": "targets[0].targetId", "message": uuidMessage}}},
+		{name: "braced uuid", body: `{"packageId":"{9f1c7a52-8d0e-4a52-9a77-2b7a8f0e6c11}"}`, status: http.StatusBadRequest,
+			errors: []map[string]string{{"field": "packageId", "message": uuidMessage}}},
+		{name: "upper-case uuid", body: `{"packageId":"9F1C7A52-8D0E-4A52-9A77-2B7A8F0E6C11"}`, status: http.StatusOK},
+		{name: "null uuid", body: `{"packageId":null}`, status: http.StatusOK},
+		{name: "duplicate key", body: `{"count":1,"count":2}`, status: http.StatusBadRequest,
+			errors: []map[string]string{{"field": "count", "message": "appears more than once"}}},
+		{name: "nested duplicate key", body: `{"targets":[{"targetKind":"Project","targetKind":"Post"}]}`, status: http.StatusBadRequest,
+			errors: []map[string]string{{"field": "targets[0].targetKind", "message": "appears more than once"}}},
+		{name: "key in another case", body: `{"count":1,"Count":2}`, status: http.StatusBadRequest,
+			errors: []map[string]string{{"field": "Count", "message": "unknown field"}}},
+		{name: "only a key in another case", body: `{"PackageID":"9f1c7a52-8d0e-4a52-9a77-2b7a8f0e6c11"}`, status: http.StatusBadRequest,
+			errors: []map[string]string{{"field": "PackageID", "message": "unknown field"}}},
+		{name: "invalid UTF-8", body: "{\"note\":\"\xff\"}", status: http.StatusBadRequest},
 		{name: "over the limit", body: `{"note":"` + strings.Repeat("a", 2048) + `"}`, status: http.StatusRequestEntityTooLarge},
 	}
 

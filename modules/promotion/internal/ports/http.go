@@ -197,8 +197,8 @@ func actor(c echo.Context) app.Actor {
 // can exist, so it is the same not-found as an unknown one.
 func pathID(c echo.Context, name string, notFound func(id fmt.Stringer) error) (uuid.UUID, error) {
 	raw := c.Param(name)
-	id, err := uuid.Parse(raw)
-	if err != nil || len(raw) != 36 {
+	id, err := httpserver.ParseUUID(raw)
+	if err != nil {
 		return uuid.Nil, notFound(rawID(raw))
 	}
 	return id, nil
