@@ -2,7 +2,9 @@ package promotion_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -47,4 +49,85 @@ func TestNULInFreeTextIsAValidationErrorNamingTheField(t *testing.T) {
 	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM promotion.promotion_packages WHERE name = 'Test project-boost-week'"))
 	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM promotion.promotion_purchases WHERE status = 'Active'"))
 	require.Len(t, b.events(t), 1)
+}
+
+func TestPurchaseBodyErrorsNameTheField(t *testing.T) {
+	t.Parallel()
+	b := newTestBundle(t)
+	pkg := b.createPackage(t, "project-boost-week", "ProjectBoost")
+	token := b.tenantToken(t, uuid.New())
+	target := uuid.NewString()
+	tests := []struct {
+		name   string
+		body   string
+		status int
+		fields []string
+	}{
+		{"not a uuid", `{"packageId":"nope","targets":[]}`, http.StatusBadRequest, []string{"packageId"}},
+		{"urn uuid", `{"packageId":"urn:uuid:` + pkg.ID + `","targets":[]}`, http.StatusBadRequest, []string{"packageId"}},
+		{"hyphen-less target id", `{"packageId":"` + pkg.ID + `","targets":[{"targetKind":"Project","targetId":"` +
+			strings.ReplaceAll(target, "-", "") + `"}]}`, http.StatusBadRequest, []string{"targets[0].targetId"}},
+		{"empty object", `{}`, http.StatusUnprocessableEntity, []string{"packageId", "targets"}},
+		{"duplicate key", `{"packageId":"` + pkg.ID + `","packageId":"` + uuid.NewString() + `","targets":[]}`,
+			http.StatusBadRequest, []string{"packageId"}},
+		{"key in another case", `{"packageId":"` + pkg.ID + `","PackageId":"` + uuid.NewString() + `","targets":[]}`,
+			http.StatusBadRequest, []string{"PackageId"}},
+		{"nested duplicate key", `{"packageId":"` + pkg.ID + `","targets":[{"targetKind":"Project","targetId":"` + target +
+			`","targetId":"` + uuid.NewString() + `"}]}`, http.StatusBadRequest, []string{"targets[0].targetId"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := b.do(t, request{method: http.MethodPost, path: purchasesPath, token: token, body: tt.body})
+			require.Equal(t, tt.status, res.status, string(res.body))
+			p := res.problem(t)
+			require.Equal(t, tt.fields, p.fields())
+			if tt.status == http.StatusUnprocessableEntity {
+				require.Equal(t, "is required", p.Errors[0].Message, "an absent packageId is missing, not unknown")
+			}
+			require.NotContains(t, p.Detail, "invalid UUID length", "the detail is ours, not a parser's")
+		})
+	}
+	b.requireNothingWritten(t)
+
+	upper := b.do(t, request{method: http.MethodPost, path: purchasesPath, token: token,
+		body: `{"packageId":"` + strings.ToUpper(pkg.ID) + `","targets":[{"targetKind":"Project","targetId":"` + strings.ToUpper(target) + `"}]}`})
+	require.Equal(t, http.StatusCreated, upper.status, "upper case is the same UUID (RFC 9562), as in paths: %s", upper.body)
+	var p purchaseJSON
+	upper.decode(t, &p)
+	require.Equal(t, target, p.Targets[0].TargetID, "and it is written back in lower case")
+}
+
+func TestPurchaseRacingTheDeactivationOfItsPackageIsOrderedByTheLock(t *testing.T) {
+	t.Parallel()
+	b := newTestBundle(t)
+	pkg := b.createPackage(t, "project-boost-week", "ProjectBoost")
+	token := b.tenantToken(t, uuid.New())
+
+	// An admin's deactivation, caught between its UPDATE and its COMMIT.
+	deactivation, err := b.db.SQL.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = deactivation.Rollback() })
+	_, err = deactivation.Exec(`UPDATE promotion.promotion_packages SET is_active = false WHERE id = $1`, pkg.ID)
+	require.NoError(t, err)
+
+	bought := make(chan response, 1)
+	go func() {
+		bought <- b.do(t, request{method: http.MethodPost, path: purchasesPath, token: token,
+			body: purchaseBody(pkg.ID, "Project", uuid.New())})
+	}()
+	require.Eventually(t, func() bool {
+		return len(bought) > 0 || b.count(t, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	}, 20*time.Second, 10*time.Millisecond)
+	select {
+	case res := <-bought:
+		t.Fatalf("the purchase did not wait for the deactivation in progress: %d %s", res.status, res.body)
+	default:
+	}
+	require.NoError(t, deactivation.Commit())
+
+	res := <-bought
+	require.Equal(t, http.StatusUnprocessableEntity, res.status, "the purchase sees the committed deactivation: %s", res.body)
+	require.Equal(t, []string{"packageId"}, res.problem(t).fields())
+	b.requireNothingWritten(t)
 }

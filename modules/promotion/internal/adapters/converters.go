@@ -84,7 +84,9 @@ func toDomainPurchase(m purchaseModel, targets []targetModel) (*domain.Purchase,
 
 // toDBIdempotencyKey maps an idempotency record to its row.
 func toDBIdempotencyKey(r *app.IdempotencyRecord) idempotencyKeyModel {
-	return idempotencyKeyModel{TenantID: r.TenantID, Key: r.Key, RequestHash: r.RequestHash, PurchaseID: r.PurchaseID}
+	return idempotencyKeyModel{
+		TenantID: r.TenantID, Key: r.Key, RequestHash: r.RequestHash, PurchaseID: r.PurchaseID, CreatedAt: r.CreatedAt,
+	}
 }
 
 // toAppIdempotencyRecord maps an idempotency row.

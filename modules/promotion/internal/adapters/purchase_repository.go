@@ -50,12 +50,16 @@ func NewPurchaseRepository(db *gorm.DB, publisher *outbox.Publisher) (*PurchaseR
 // CONFLICT DO NOTHING: PostgreSQL makes a racing claim of the same key wait
 // until the first transaction ends, and then either insert (the first rolled
 // back) or find the conflict (it committed) — in which case Add stores
-// nothing and returns app.ErrIdempotencyKeyTaken.
-func (r *PurchaseRepository) Add(ctx context.Context, p *domain.Purchase, claim *app.IdempotencyRecord) error {
-	return postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
+// nothing and returns app.ErrIdempotencyKeyTaken. The package is then read
+// FOR SHARE: a deactivation (or any edit) that holds it makes the purchase
+// wait and then see its result, and one that comes later waits for the
+// purchase to commit (ADR-0004).
+func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim *app.IdempotencyRecord,
+	build func(*domain.Package) (*domain.Purchase, error)) (*domain.Purchase, error) {
+	var added *domain.Purchase
+	err := postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
 		if claim != nil {
 			row := toDBIdempotencyKey(claim)
-			row.CreatedAt = p.CreatedAt()
 			res := tx.DB.Clauses(clause.OnConflict{
 				Columns:   []clause.Column{{Name: "tenant_id"}, {Name: "key"}},
 				DoNothing: true,
@@ -67,8 +71,29 @@ func (r *PurchaseRepository) Add(ctx context.Context, p *domain.Purchase, claim 
 				return app.ErrIdempotencyKeyTaken
 			}
 		}
-		return r.Create(ctx, tx, p)
+		pkg, err := getPackage(selectPackages(tx.DB).Clauses(clause.Locking{
+			Strength: clause.LockingStrengthShare, Table: clause.Table{Name: "p"},
+		}), packageID)
+		if errors.Is(err, domain.ErrPackageNotFound) {
+			pkg, err = nil, nil // build reports it as a packageId error
+		}
+		if err != nil {
+			return err
+		}
+		p, err := build(pkg)
+		if err != nil {
+			return err
+		}
+		if err := r.Create(ctx, tx, p); err != nil {
+			return err
+		}
+		added = p
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return added, nil
 }
 
 // Create inserts a new purchase with its targets and publishes its event,

@@ -34,6 +34,15 @@ type repoBundle struct {
 	pkg       *domain.Package
 }
 
+// add stores p as the purchase use case does, through Add's build step.
+func (b *repoBundle) add(ctx context.Context, p *domain.Purchase, claim *app.IdempotencyRecord) error {
+	if claim != nil && claim.CreatedAt.IsZero() {
+		claim.CreatedAt = p.CreatedAt()
+	}
+	_, err := b.purchases.Add(ctx, p.PackageID(), claim, func(*domain.Package) (*domain.Purchase, error) { return p, nil })
+	return err
+}
+
 func newRepoBundle(tb testing.TB) *repoBundle {
 	tb.Helper()
 	db := testbed.NewDatabase(tb)
@@ -65,10 +74,7 @@ func (b *repoBundle) newPurchase(tb testing.TB) *domain.Purchase {
 // lock: the racing request has reached the row the first one holds.
 func (b *repoBundle) waitForLockWait(tb testing.TB) {
 	tb.Helper()
-	require.Eventually(tb, func() bool {
-		return promotiontest.Count(tb, b.db, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
-	}, 10*time.Second, 10*time.Millisecond)
+	b.db.WaitForLockWaiters(tb, 1)
 }
 
 // holdClaim claims key for tenant in a transaction (with a purchase, as Add
@@ -107,7 +113,7 @@ func (b *repoBundle) addBehindClaim(tb testing.TB, tenant uuid.UUID, key string)
 	second = b.newPurchase(tb)
 	added = make(chan error, 1)
 	go func() {
-		added <- b.purchases.Add(context.Background(), second, &app.IdempotencyRecord{
+		added <- b.add(context.Background(), second, &app.IdempotencyRecord{
 			TenantID: tenant, Key: key, RequestHash: testHash, PurchaseID: second.ID(),
 		})
 	}()
@@ -157,7 +163,7 @@ func TestSaveTransitionChecksTheVersion(t *testing.T) {
 	b := newRepoBundle(t)
 	ctx := context.Background()
 	p := b.newPurchase(t)
-	require.NoError(t, b.purchases.Add(ctx, p, nil))
+	require.NoError(t, b.add(ctx, p, nil))
 
 	// Two readers of version 1; the first to write wins.
 	first, err := b.purchases.Get(ctx, p.ID())
@@ -187,7 +193,7 @@ func TestUpdatePurchaseRollsBackOnError(t *testing.T) {
 	b := newRepoBundle(t)
 	ctx := context.Background()
 	p := b.newPurchase(t)
-	require.NoError(t, b.purchases.Add(ctx, p, nil))
+	require.NoError(t, b.add(ctx, p, nil))
 
 	boom := errors.New("boom")
 	err := b.purchases.UpdatePurchase(ctx, p.ID(), func(q *domain.Purchase) error {
@@ -214,7 +220,7 @@ func TestUpdatePurchaseStoresEveryField(t *testing.T) {
 	b := newRepoBundle(t)
 	ctx := context.Background()
 	p := b.newPurchase(t)
-	require.NoError(t, b.purchases.Add(ctx, p, nil))
+	require.NoError(t, b.add(ctx, p, nil))
 	admin := uuid.New()
 	var cancelled *domain.Purchase
 	require.NoError(t, b.purchases.UpdatePurchase(ctx, p.ID(), func(q *domain.Purchase) error {
@@ -239,7 +245,7 @@ func TestGetRoundTripsAPurchase(t *testing.T) {
 		},
 	})
 	require.NoError(t, err)
-	require.NoError(t, b.purchases.Add(ctx, p, nil))
+	require.NoError(t, b.add(ctx, p, nil))
 	got, err := b.purchases.Get(ctx, p.ID())
 	require.NoError(t, err)
 	require.Equal(t, p.Targets(), got.Targets(), "targets come back in the buyer's order")
@@ -336,7 +342,7 @@ func TestDeleteIdempotencyKeysBefore(t *testing.T) {
 	for i, age := range []time.Duration{0, 23 * time.Hour, 25 * time.Hour, 48 * time.Hour, 72 * time.Hour} {
 		p := b.newPurchase(t)
 		key := uuid.NewString()
-		require.NoError(t, b.purchases.Add(ctx, p, &app.IdempotencyRecord{
+		require.NoError(t, b.add(ctx, p, &app.IdempotencyRecord{
 			TenantID: tenant, Key: key, RequestHash: testHash, PurchaseID: p.ID(),
 		}))
 		_, err := b.db.SQL.Exec(`UPDATE promotion.idempotency_keys SET created_at = now() - $1::interval WHERE key = $2`,

@@ -26,11 +26,15 @@ type Actor struct {
 // also puts the purchase's event into the outbox, so a status change and its
 // event are never separated.
 type PurchaseRepository interface {
-	// Add stores a new purchase and its event. When claim is not nil it
-	// first claims the idempotency key in the same transaction, and fails
-	// with ErrIdempotencyKeyTaken (storing nothing) when another request
-	// holds it; a racing request waits until the holder commits or rolls back.
-	Add(ctx context.Context, p *domain.Purchase, claim *IdempotencyRecord) error
+	// Add stores a new purchase and its event in one transaction. When claim
+	// is not nil it first claims the idempotency key, and fails with
+	// ErrIdempotencyKeyTaken (storing nothing) when another request holds
+	// it; a racing request waits until the holder commits or rolls back.
+	// Then it reads the package with a share lock (nil when there is none)
+	// and stores what build makes of it: a change of the package, such as a
+	// deactivation, is ordered entirely before or after the purchase. An
+	// error from build rolls everything back and is returned as is.
+	Add(ctx context.Context, packageID uuid.UUID, claim *IdempotencyRecord, build func(*domain.Package) (*domain.Purchase, error)) (*domain.Purchase, error)
 	// FindIdempotencyKey returns the record of a claimed key, or nil.
 	FindIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key string) (*IdempotencyRecord, error)
 	// Get returns a purchase, or an error wrapping domain.ErrPurchaseNotFound.
@@ -112,7 +116,7 @@ func New(cfg Config) (Application, error) {
 		cfg.NewID = uuid.NewV7
 	}
 	return Application{
-		PurchasePromotion:  PurchasePromotionHandler{purchases: cfg.Purchases, packages: cfg.Packages, now: cfg.Now, newID: cfg.NewID},
+		PurchasePromotion:  PurchasePromotionHandler{purchases: cfg.Purchases, now: cfg.Now, newID: cfg.NewID},
 		CancelPromotion:    CancelPromotionHandler{purchases: cfg.Purchases, now: cfg.Now},
 		GetPurchase:        GetPurchaseHandler{purchases: cfg.Purchases},
 		ListPurchases:      ListPurchasesHandler{purchases: cfg.Purchases},

@@ -41,7 +41,6 @@ type PurchaseResult struct {
 // event.
 type PurchasePromotionHandler struct {
 	purchases PurchaseRepository
-	packages  PackageRepository
 	now       func() time.Time
 	newID     func() (uuid.UUID, error)
 }
@@ -67,32 +66,23 @@ func (h PurchasePromotionHandler) Handle(ctx context.Context, cmd PurchasePromot
 		}
 	}
 
-	pkg, err := h.packages.Get(ctx, cmd.PackageID)
-	if errors.Is(err, domain.ErrPackageNotFound) {
-		pkg, err = nil, nil // NewPurchase reports it as a packageId error
-	}
-	if err != nil {
-		return PurchaseResult{}, fmt.Errorf("purchase promotion: %w", err)
-	}
 	id, err := h.newID()
 	if err != nil {
 		return PurchaseResult{}, fmt.Errorf("purchase promotion: new id: %w", err)
 	}
-	purchase, err := domain.NewPurchase(domain.NewPurchaseParams{
-		ID: id, TenantID: cmd.Actor.TenantID, CreatedBy: cmd.Actor.UserID,
-		Package: pkg, Targets: cmd.Targets, Now: h.now(),
-	})
-	if err != nil {
-		return PurchaseResult{}, err
-	}
-
+	now := h.now()
 	var claim *IdempotencyRecord
 	if cmd.IdempotencyKey != "" {
 		claim = &IdempotencyRecord{
-			TenantID: cmd.Actor.TenantID, Key: cmd.IdempotencyKey, RequestHash: hash, PurchaseID: purchase.ID(),
+			TenantID: cmd.Actor.TenantID, Key: cmd.IdempotencyKey, RequestHash: hash, PurchaseID: id, CreatedAt: now,
 		}
 	}
-	err = h.purchases.Add(ctx, purchase, claim)
+	purchase, err := h.purchases.Add(ctx, cmd.PackageID, claim, func(pkg *domain.Package) (*domain.Purchase, error) {
+		return domain.NewPurchase(domain.NewPurchaseParams{
+			ID: id, TenantID: cmd.Actor.TenantID, CreatedBy: cmd.Actor.UserID,
+			PackageID: cmd.PackageID, Package: pkg, Targets: cmd.Targets, Now: now,
+		})
+	})
 	if errors.Is(err, ErrIdempotencyKeyTaken) {
 		// A concurrent request with the same key won; Add waited for it to
 		// commit, so its record is visible now.

@@ -50,7 +50,8 @@ type NewPurchaseParams struct {
 	ID        uuid.UUID
 	TenantID  uuid.UUID
 	CreatedBy uuid.UUID // the user who buys (the token's subject)
-	Package   *Package
+	PackageID uuid.UUID // as asked for; uuid.Nil when the request named none
+	Package   *Package  // nil when there is no package PackageID
 	Targets   []TargetRef
 	Now       time.Time
 }
@@ -77,6 +78,8 @@ func NewPurchase(p NewPurchaseParams) (*Purchase, error) {
 	}
 	admitted, pkgOK := TargetKind(""), false
 	switch {
+	case p.Package == nil && p.PackageID == uuid.Nil:
+		errs.add("packageId", "is required")
 	case p.Package == nil:
 		errs.add("packageId", "no such package")
 	case !p.Package.IsActive():
