@@ -7,12 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -39,6 +39,7 @@ type bundle struct {
 	reg     *prometheus.Registry
 	http    http.Handler
 	token   string
+	stop    func()
 }
 
 func setup(t *testing.T) *bundle {
@@ -50,13 +51,13 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
 	b.client = client
-	b.start(t, b.db.Gorm)
+	b.stop = b.start(t, b.db.Gorm)
 	return b
 }
 
-// start runs the boost module's consumer on db until the test ends; a fresh
-// registry and log buffer replace the previous ones.
-func (b *bundle) start(t *testing.T, db *gorm.DB) {
+// start runs the boost module's consumer on db until the test ends or stop
+// is called; a fresh registry and log buffer replace the previous ones.
+func (b *bundle) start(t *testing.T, db *gorm.DB) (stop func()) {
 	t.Helper()
 	b.logs = &testbed.LogBuffer{}
 	b.reg = prometheus.NewRegistry()
@@ -73,10 +74,15 @@ func (b *bundle) start(t *testing.T, db *gorm.DB) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Runners()[0].Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // purchase is a purchase as the producer would announce it.
@@ -178,41 +184,26 @@ func (b *bundle) requireBoost(tb testing.TB, t contract.Target, weight, active i
 	}
 }
 
-// consumed is the value of a consumer counter of the boost consumer.
-func (b *bundle) counter(name string) float64 {
-	families, _ := b.reg.Gather()
-	for _, f := range families {
-		if f.GetName() == name {
-			return f.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return -1
+// counter is the value of a counter of the boost consumer.
+func (b *bundle) counter(tb testing.TB, name string) float64 {
+	tb.Helper()
+	return testbed.Metric(tb, b.reg, name).GetCounter().GetValue()
 }
 
 // waitConsumed polls until the consumer acknowledged at least n records.
 func (b *bundle) waitConsumed(tb testing.TB, n float64) {
 	tb.Helper()
 	deadline := time.Now().Add(testbed.ForwardDeadline)
-	for b.counter("pin_consumer_consumed_total") < n {
-		require.True(tb, time.Now().Before(deadline), "consumed %v of %v records", b.counter("pin_consumer_consumed_total"), n)
+	for b.counter(tb, "pin_consumer_consumed_total") < n {
+		require.True(tb, time.Now().Before(deadline), "consumed %v of %v records", b.counter(tb, "pin_consumer_consumed_total"), n)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// histogramCount is the sample count of the delay histogram.
+// delaySamples is the sample count of the delay histogram.
 func (b *bundle) delaySamples(tb testing.TB) uint64 {
 	tb.Helper()
-	n, err := testutil.GatherAndCount(b.reg, "pin_consumer_apply_delay_seconds")
-	require.NoError(tb, err)
-	require.Equal(tb, 1, n)
-	families, err := b.reg.Gather()
-	require.NoError(tb, err)
-	for _, f := range families {
-		if f.GetName() == "pin_consumer_apply_delay_seconds" {
-			return f.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	return 0
+	return testbed.Metric(tb, b.reg, "pin_consumer_apply_delay_seconds").GetHistogram().GetSampleCount()
 }
 
 // logged reports whether a log record with msg carries every attr.

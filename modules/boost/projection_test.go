@@ -48,7 +48,7 @@ func TestSameRecordTwiceIsAppliedOnce(t *testing.T) {
 	b.produce(t, r, r)
 	b.waitConsumed(t, 2)
 	b.requireBoost(t, target, 10, 1)
-	require.Equal(t, 1.0, b.counter("pin_consumer_duplicates_total"))
+	require.Equal(t, 1.0, b.counter(t, "pin_consumer_duplicates_total"))
 }
 
 func TestOlderVersionAfterNewerIsIgnored(t *testing.T) {
@@ -62,7 +62,7 @@ func TestOlderVersionAfterNewerIsIgnored(t *testing.T) {
 	b.produce(t, record(t, p.envelope(contract.StatusCancelled, 2)), record(t, p.envelope(contract.StatusActive, 1)))
 	b.waitConsumed(t, 2)
 	b.requireBoost(t, target, 0, 0)
-	require.Equal(t, 1.0, b.counter("pin_consumer_stale_total"))
+	require.Equal(t, 1.0, b.counter(t, "pin_consumer_stale_total"))
 	require.True(t, b.logged(t, "stale event skipped", map[string]string{"aggregate_id": p.id.String()}))
 }
 
@@ -83,7 +83,7 @@ func TestUnknownTargetKindIsIgnoredWithAWarning(t *testing.T) {
 	var rows int64
 	require.NoError(t, b.db.Gorm.Raw(`SELECT count(*) FROM boost.target_boosts WHERE target_kind = 'Billboard'`).Scan(&rows).Error)
 	require.Zero(t, rows)
-	require.Zero(t, b.counter("pin_consumer_dead_letters_total"))
+	require.Zero(t, b.counter(t, "pin_consumer_dead_letters_total"))
 }
 
 // TestAnotherContractVersionIsWarnedAboutAndApplied: the contract asks a
@@ -113,7 +113,7 @@ func TestNonJSONRecordIsDeadLetteredAndTheNextApplied(t *testing.T) {
 	// Same key: the same partition, the poison first.
 	b.produce(t, poison, record(t, p.envelope(contract.StatusActive, 1)))
 	b.requireBoost(t, target, 4, 1)
-	require.Equal(t, 1.0, b.counter("pin_consumer_dead_letters_total"))
+	require.Equal(t, 1.0, b.counter(t, "pin_consumer_dead_letters_total"))
 
 	var dl struct {
 		Consumer string
@@ -139,7 +139,7 @@ func TestRecordThatContradictsItselfIsDeadLettered(t *testing.T) {
 
 	b.produce(t, r)
 	b.waitConsumed(t, 1)
-	require.Equal(t, 1.0, b.counter("pin_consumer_dead_letters_total"))
+	require.Equal(t, 1.0, b.counter(t, "pin_consumer_dead_letters_total"))
 	b.requireBoost(t, target, 0, 0)
 }
 
