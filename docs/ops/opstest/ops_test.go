@@ -50,6 +50,11 @@ var plannedMetrics = []string{
 	"pin_http_requests_total",
 	"pin_http_request_duration_seconds",
 	"pin_runner_restarts_total",
+	"pin_consumer_apply_delay_seconds",
+	"pin_consumer_consumed_total",
+	"pin_consumer_duplicates_total",
+	"pin_consumer_stale_total",
+	"pin_consumer_dead_letters_total",
 }
 
 // TestPromtool runs `promtool check rules` and the unit tests of the alerts.
@@ -113,6 +118,7 @@ func TestAlertRules(t *testing.T) {
 	require.ElementsMatch(t, []string{
 		"PromotionExpireJobNotRunning", "PromotionExpireBacklogHigh", "PromotionExpireErrors",
 		"PromotionOutboxBacklogHigh", "PromotionOutboxDeadLetters", "PromotionOutboxLagGrowing",
+		"PromotionConsumerDelayHigh", "PromotionConsumerDeadLetters",
 	}, names)
 }
 
@@ -227,10 +233,11 @@ func TestDashboard(t *testing.T) {
 		}
 		require.LessOrEqual(t, p.GridPos.X+p.GridPos.W, 24, p.Title)
 	}
-	require.Equal(t, []string{"Background jobs", "Outbox", "API"}, rows)
+	require.Equal(t, []string{"Background jobs", "Outbox", "API", "Consumers"}, rows)
 	require.Len(t, rowPanels["Background jobs"], 6)
 	require.Len(t, rowPanels["Outbox"], 4)
 	require.GreaterOrEqual(t, len(rowPanels["API"]), 2)
+	require.Len(t, rowPanels["Consumers"], 3)
 
 	data, err := os.ReadFile(provisionPath)
 	require.NoError(t, err)
