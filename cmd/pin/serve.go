@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"gorm.io/gorm"
 
@@ -53,7 +54,16 @@ func newPlatform(ctx context.Context, cfg config.Config, stderr io.Writer) (*pla
 		_ = tp.Shutdown(ctx)
 		return nil, err
 	}
-	return &platform{cfg: cfg, logger: logger, reg: observability.NewRegistry(), tp: tp, db: db}, nil
+	sqlDB, err := db.DB()
+	if err != nil {
+		_ = tp.Shutdown(ctx)
+		return nil, err
+	}
+	reg := observability.NewRegistry()
+	// The pool is shared by the API, the expiry job and the forwarder: its
+	// waits are the first sign that one of them starves the others.
+	reg.MustRegister(collectors.NewDBStatsCollector(sqlDB, "pin"))
+	return &platform{cfg: cfg, logger: logger, reg: reg, tp: tp, db: db}, nil
 }
 
 func (p *platform) close() {

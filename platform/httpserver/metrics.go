@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pinmarket/pin/platform/observability"
 )
 
 // Metric names, fixed: dashboards and alerts use them.
@@ -59,13 +60,5 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 
 func (m *httpMetrics) observe(ctx context.Context, route, method string, status int, elapsed time.Duration) {
 	m.requests.WithLabelValues(route, method, statusLabel(status)).Inc()
-	h := m.duration.WithLabelValues(route, method)
-	// An exemplar links a slow bucket to a trace that shows why.
-	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
-		if eo, ok := h.(prometheus.ExemplarObserver); ok {
-			eo.ObserveWithExemplar(elapsed.Seconds(), prometheus.Labels{"trace_id": sc.TraceID().String()})
-			return
-		}
-	}
-	h.Observe(elapsed.Seconds())
+	observability.Observe(ctx, m.duration.WithLabelValues(route, method), elapsed.Seconds())
 }

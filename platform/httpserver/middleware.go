@@ -148,7 +148,7 @@ func observe(logger *slog.Logger, m *httpMetrics) echo.MiddlewareFunc {
 				"status", status, "duration_ms", float64(elapsed.Microseconds()) / 1000,
 				"bytes_out", c.Response().Size, "remote_ip", c.RealIP(),
 			}
-			logger.Log(ctx, level, "http request", append(attrs, traceAttrs(ctx)...)...)
+			logger.Log(ctx, level, "http request", attrs...)
 			return nil
 		}
 	}

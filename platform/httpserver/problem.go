@@ -218,7 +218,6 @@ func logProblem(c echo.Context, p ProblemDetails, cause error) {
 		if errors.As(cause, &pe) {
 			attrs = append(attrs, "stack", string(pe.stack))
 		}
-		attrs = append(attrs, traceAttrs(ctx)...)
 		logger.ErrorContext(ctx, "http: internal error", attrs...)
 		// Record on the span too: the response hides the cause, the trace must not.
 		span := trace.SpanFromContext(ctx)
@@ -226,15 +225,6 @@ func logProblem(c echo.Context, p ProblemDetails, cause error) {
 	case c.Response().Committed:
 		logger.WarnContext(ctx, "http: error after the response was committed", "status", p.Status, "detail", p.Detail)
 	}
-}
-
-// traceAttrs links a log line to its trace.
-func traceAttrs(ctx context.Context) []any {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
-		return nil
-	}
-	return []any{"trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String()}
 }
 
 const loggerKey = "pin.httpserver.logger"

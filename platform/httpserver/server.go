@@ -23,7 +23,8 @@ const ServiceName = "pin"
 // New returns an Echo server with the platform middleware installed; modules
 // add their routes to it afterwards (routes added at any time are measured
 // and traced). A nil reg skips metric registration, a nil tp uses the global
-// tracer provider, a nil logger slog.Default().
+// tracer provider, a nil logger slog.Default(). Log lines carry the trace id
+// when logger comes from observability.NewLogger.
 //
 // New panics when cfg does not pass Validate: the host validates its
 // configuration at start, so a bad value here is a programming error.

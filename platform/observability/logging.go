@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 type ctxKey int
@@ -65,14 +67,15 @@ func ParseLevel(s string) (slog.Level, error) {
 	return 0, fmt.Errorf("unknown log level %q (want debug, info, warn or error)", s)
 }
 
-// NewLogger returns a JSON logger writing to w that adds the request id and
-// run id found in the context of each record (log with the *Context
-// methods).
+// NewLogger returns a JSON logger writing to w that adds the request id, run
+// id, trace id and span id found in the context of each record (log with the
+// *Context methods).
 func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(contextHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})})
 }
 
-// contextHandler adds the ids carried by the record's context.
+// contextHandler adds the ids carried by the record's context, so that a
+// log line leads to its request, its run and its trace.
 type contextHandler struct{ slog.Handler }
 
 func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
@@ -81,6 +84,9 @@ func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
 	}
 	if id := RunID(ctx); id != "" {
 		r.AddAttrs(slog.String("run_id", id))
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
 	return h.Handler.Handle(ctx, r)
 }

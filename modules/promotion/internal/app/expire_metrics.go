@@ -1,11 +1,14 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pinmarket/pin/platform/observability"
 )
 
 // Outcomes of promotion_expire_items_total.
@@ -87,13 +90,13 @@ func (m *ExpireMetrics) batchDone(expired, failed, skippedLocked int) {
 }
 
 // cycleDone counts a cycle; failed means it ended on an infrastructure
-// error.
-func (m *ExpireMetrics) cycleDone(d time.Duration, failed bool) {
+// error. ctx carries the cycle's span, the duration's exemplar.
+func (m *ExpireMetrics) cycleDone(ctx context.Context, d time.Duration, failed bool) {
 	if m == nil {
 		return
 	}
 	m.runs.Inc()
-	m.duration.Observe(d.Seconds())
+	observability.Observe(ctx, m.duration, d.Seconds())
 	if failed {
 		m.errors.Inc()
 	}
