@@ -51,8 +51,7 @@ func (v Violation) String() string {
 	return fmt.Sprintf("%s: %s depends on %s", v.Rule, v.Package, v.Dependency)
 }
 
-// Rule decides whether pkg may depend on dep; it returns a non-empty reason
-// when it may not.
+// Rule is one boundary: Check reports whether pkg may not depend on dep.
 type Rule struct {
 	Name  string
 	Check func(pkg, dep string) bool // true = forbidden
@@ -140,11 +139,21 @@ func ModulesMeetOnlyThroughContracts(module string) Rule {
 	}
 }
 
+// ContractLibraries are the only libraries a contract package may pull into
+// a consumer's build: the types its fields are made of.
+var ContractLibraries = []string{
+	"github.com/google/uuid",
+	"github.com/shopspring/decimal",
+}
+
 // ContractIsSelfContained forbids a module's contract package, which other
-// modules import, from depending on the rest of its module.
-func ContractIsSelfContained(module string) Rule {
+// modules import, from depending on anything but the standard library, its
+// own contract packages and libraries: the rest of its module, the platform,
+// GORM or Watermill would leak the producer's implementation into every
+// consumer.
+func ContractIsSelfContained(module string, libraries ...string) Rule {
 	return Rule{
-		Name: "contract depends on nothing else of its module",
+		Name: "contract depends only on the standard library and the types of its fields",
 		Check: func(pkg, dep string) bool {
 			rest, ok := strings.CutPrefix(pkg, module+"/modules/")
 			if !ok {
@@ -154,8 +163,42 @@ func ContractIsSelfContained(module string) Rule {
 			if len(parts) < 2 || parts[1] != "contract" {
 				return false
 			}
-			mod := module + "/modules/" + parts[0]
-			return under(dep, mod) && !under(dep, mod+"/contract")
+			if isStandard(dep) || under(dep, module+"/modules/"+parts[0]+"/contract") {
+				return false
+			}
+			for _, l := range libraries {
+				if under(dep, l) {
+					return false
+				}
+			}
+			return true
+		},
+	}
+}
+
+// isStandard reports whether dep belongs to the standard library, whose
+// paths alone have no dot in their first element.
+func isStandard(dep string) bool {
+	first, _, _ := strings.Cut(dep, "/")
+	return !strings.Contains(first, ".")
+}
+
+// isTestSupport reports whether pkg is a test-support package: by this
+// project's convention its name ends in "test" (promotiontest) or is testbed.
+func isTestSupport(pkg string) bool {
+	name := pkg[strings.LastIndex(pkg, "/")+1:]
+	return strings.HasSuffix(name, "test") || name == "testbed"
+}
+
+// TestSupportStaysInTests forbids code that ships from depending on a
+// test-support package: those import package testing and fail through
+// testing.TB. Test files are not in the graph, and test-support packages may
+// use each other.
+func TestSupportStaysInTests(module string) Rule {
+	return Rule{
+		Name: "only tests and test support depend on test support",
+		Check: func(pkg, dep string) bool {
+			return under(pkg, module) && !isTestSupport(pkg) && under(dep, module) && isTestSupport(dep)
 		},
 	}
 }
@@ -166,6 +209,7 @@ func Rules(module string) []Rule {
 		PlatformImportsNoModule(module),
 		DomainIsPure(module),
 		ModulesMeetOnlyThroughContracts(module),
-		ContractIsSelfContained(module),
+		ContractIsSelfContained(module, ContractLibraries...),
+		TestSupportStaysInTests(module),
 	}
 }

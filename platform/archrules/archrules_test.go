@@ -19,6 +19,8 @@ func TestProjectKeepsItsBoundaries(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, g, module+"/modules/promotion/internal/domain", "the loader must see the domain package")
 	require.Contains(t, g, module+"/platform/host")
+	require.Contains(t, g, module+"/modules/promotion/contract", "the contract rule must see the contract")
+	require.Contains(t, g, module+"/modules/promotion/internal/promotiontest", "the test-support rule must see promotiontest")
 	require.Empty(t, archrules.Check(g, archrules.Rules(module)...))
 }
 
@@ -30,20 +32,30 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 	const fake = "example.com/fake"
 	dir := t.TempDir()
 	files := map[string]string{
-		// gorm.io/gorm is replaced by a local stub, so the domain's import has
-		// the real path without a download.
-		"go.mod":                                       "module " + fake + "\n\ngo 1.26\n\nrequire gorm.io/gorm v1.0.0\n\nreplace gorm.io/gorm => ./stub/gorm\n",
-		"stub/gorm/go.mod":                             "module gorm.io/gorm\n\ngo 1.26\n",
-		"stub/gorm/gorm.go":                            "package gorm\n",
-		"modules/billing/contract/contract.go":         "package contract\n",
-		"modules/billing/ledger/ledger.go":             "package ledger\n",
-		"modules/promotion/contract/contract.go":       "package contract\n\nimport _ \"" + fake + "/modules/promotion/internal/app\"\n",
-		"modules/promotion/internal/app/app.go":        "package app\n",
-		"modules/promotion/internal/domain/domain.go":  "package domain\n\nimport _ \"gorm.io/gorm\"\n",
-		"modules/promotion/internal/ports/ports.go":    "package ports\n\nimport _ \"" + fake + "/modules/billing/ledger\"\n",
-		"modules/promotion/internal/ports/contract.go": "package ports\n\nimport _ \"" + fake + "/modules/billing/contract\"\n",
-		"platform/host/host.go":                        "package host\n\nimport _ \"" + fake + "/modules/billing/contract\"\n",
-		"platform/clean/clean.go":                      "package clean\n",
+		// gorm.io/gorm and example.com/money are replaced by local stubs, so
+		// the imports have real-looking paths without a download.
+		"go.mod": "module " + fake + "\n\ngo 1.26\n\nrequire (\n\tgorm.io/gorm v1.0.0\n\texample.com/money v1.0.0\n)\n\n" +
+			"replace gorm.io/gorm => ./stub/gorm\n\nreplace example.com/money => ./stub/money\n",
+		"stub/gorm/go.mod":                                          "module gorm.io/gorm\n\ngo 1.26\n",
+		"stub/gorm/gorm.go":                                         "package gorm\n",
+		"stub/money/go.mod":                                         "module example.com/money\n\ngo 1.26\n",
+		"stub/money/money.go":                                       "package money\n",
+		"modules/billing/contract/contract.go":                      "package contract\n",
+		"modules/billing/ledger/ledger.go":                          "package ledger\n",
+		"modules/promotion/contract/contract.go":                    "package contract\n\nimport _ \"" + fake + "/modules/promotion/internal/app\"\n",
+		"modules/promotion/contract/gorm.go":                        "package contract\n\nimport _ \"gorm.io/gorm\"\n",
+		"modules/promotion/contract/fields.go":                      "package contract\n\nimport (\n\t_ \"example.com/money\"\n\t_ \"strings\"\n\t_ \"" + fake + "/modules/promotion/contract/v2\"\n)\n",
+		"modules/promotion/contract/v2/v2.go":                       "package v2\n",
+		"modules/promotion/internal/app/app.go":                     "package app\n",
+		"modules/promotion/internal/app/app_test.go":                "package app\n\nimport _ \"" + fake + "/modules/promotion/internal/promotiontest\"\n",
+		"modules/promotion/internal/domain/domain.go":               "package domain\n\nimport _ \"gorm.io/gorm\"\n",
+		"modules/promotion/internal/ports/ports.go":                 "package ports\n\nimport _ \"" + fake + "/modules/billing/ledger\"\n",
+		"modules/promotion/internal/ports/contract.go":              "package ports\n\nimport _ \"" + fake + "/modules/billing/contract\"\n",
+		"modules/promotion/internal/adapters/adapters.go":           "package adapters\n\nimport _ \"" + fake + "/modules/promotion/internal/promotiontest\"\n",
+		"modules/promotion/internal/promotiontest/promotiontest.go": "package promotiontest\n\nimport _ \"" + fake + "/platform/testbed\"\n",
+		"platform/testbed/testbed.go":                               "package testbed\n\nimport _ \"testing\"\n",
+		"platform/host/host.go":                                     "package host\n\nimport _ \"" + fake + "/modules/billing/contract\"\n",
+		"platform/clean/clean.go":                                   "package clean\n",
 	}
 	for name, body := range files {
 		path := filepath.Join(dir, name)
@@ -60,7 +72,14 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 		{archrules.PlatformImportsNoModule(fake), []string{fake + "/platform/host -> " + fake + "/modules/billing/contract"}},
 		{archrules.DomainIsPure(fake), []string{fake + "/modules/promotion/internal/domain -> gorm.io/gorm"}},
 		{archrules.ModulesMeetOnlyThroughContracts(fake), []string{fake + "/modules/promotion/internal/ports -> " + fake + "/modules/billing/ledger"}},
-		{archrules.ContractIsSelfContained(fake), []string{fake + "/modules/promotion/contract -> " + fake + "/modules/promotion/internal/app"}},
+		{archrules.ContractIsSelfContained(fake, "example.com/money"), []string{
+			fake + "/modules/promotion/contract -> " + fake + "/modules/promotion/internal/app",
+			fake + "/modules/promotion/contract -> gorm.io/gorm",
+		}},
+		{archrules.TestSupportStaysInTests(fake), []string{
+			fake + "/modules/promotion/internal/adapters -> " + fake + "/modules/promotion/internal/promotiontest",
+			fake + "/modules/promotion/internal/adapters -> " + fake + "/platform/testbed",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule.Name, func(t *testing.T) {
