@@ -1,6 +1,8 @@
 // Package domain holds the promotion context's model: the PromotionPurchase
 // aggregate with its lifecycle and invariants, and the PromotionPackage that
-// is sold. It knows nothing of storage, HTTP or messaging.
+// is sold. It knows nothing of storage, HTTP or messaging. The invariants
+// and decisions cited by name (INV-2, INV-6, decision No. 10, ADR-0048) are
+// explained in docs/glossary.md.
 package domain
 
 import (
