@@ -51,8 +51,8 @@ type fixture struct {
 //
 // Every purchase has 1 to 3 targets. Ids grow with i, as the module's
 // time-ordered UUIDv7 ids grow with time, so that the primary keys are
-// appended to rather than written at random places (which took the 1M
-// table from 28 s to 97 s to load here).
+// appended to rather than written at random places (several times slower to
+// load: docs/performance.md).
 const seedPurchases = `
 WITH src AS (
 	SELECT i, ('00000000-0000-7000-8000-' || lpad(to_hex(i), 12, '0'))::uuid AS id,
