@@ -36,6 +36,8 @@ type platform struct {
 	reg    *prometheus.Registry
 	tp     *sdktrace.TracerProvider
 	db     *gorm.DB
+	// apiDB is the HTTP API's pool (postgres.APIPool); nil outside serve.
+	apiDB *gorm.DB
 }
 
 func newPlatform(ctx context.Context, cfg config.Config, stderr io.Writer) (*platform, error) {
@@ -60,8 +62,8 @@ func newPlatform(ctx context.Context, cfg config.Config, stderr io.Writer) (*pla
 		return nil, err
 	}
 	reg := observability.NewRegistry()
-	// The pool is shared by the API, the expiry job and the forwarder: its
-	// waits are the first sign that one of them starves the others.
+	// The pool's waits are the first sign that its users (the runners, and
+	// the API outside serve) starve each other.
 	reg.MustRegister(collectors.NewDBStatsCollector(sqlDB, "pin"))
 	return &platform{cfg: cfg, logger: logger, reg: reg, tp: tp, db: db}, nil
 }
@@ -72,14 +74,20 @@ func (p *platform) close() {
 	if err := p.tp.Shutdown(ctx); err != nil {
 		p.logger.Warn("tracer provider shutdown", "error", err)
 	}
-	if sqlDB, err := p.db.DB(); err == nil {
-		_ = sqlDB.Close()
+	for _, db := range []*gorm.DB{p.db, p.apiDB} {
+		if db == nil {
+			continue
+		}
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
 	}
 }
 
 func (p *platform) promotionModule(authn *auth.Authenticator, publisher *outbox.Publisher) (*promotion.Module, error) {
 	return promotion.New(promotion.Deps{
 		DB:             p.db,
+		APIDB:          p.apiDB,
 		Outbox:         publisher,
 		Auth:           authn,
 		Logger:         p.logger,
@@ -126,6 +134,16 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 	if err != nil {
 		return err
 	}
+	// The runners keep what the API pool leaves of the usual 20 connections.
+	sqlDB.SetMaxOpenConns(postgres.BackgroundMaxOpenConns)
+	if p.apiDB, err = postgres.OpenPool(ctx, cfg.DatabaseURL, postgres.APIPool); err != nil {
+		return err
+	}
+	apiSQL, err := p.apiDB.DB()
+	if err != nil {
+		return err
+	}
+	p.reg.MustRegister(collectors.NewDBStatsCollector(apiSQL, "pin_api"))
 	if dev {
 		if err := postgres.Migrate(ctx, sqlDB); err != nil {
 			return err
@@ -145,7 +163,7 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 	if err != nil {
 		return &config.Error{Var: "PIN_AUTH_JWT_SECRET", Rule: err.Error()}
 	}
-	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr}
+	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr, Transient: postgres.IsTransient}
 	e := httpserver.New(httpCfg, p.logger, p.reg, p.tp)
 	h, err := host.New(host.Config{ShutdownTimeout: cfg.ShutdownTimeout}, e, func(ctx context.Context) error {
 		return httpserver.Serve(ctx, e, httpCfg, cfg.ShutdownTimeout)

@@ -31,7 +31,9 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/httpserver"
+	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -72,6 +74,7 @@ type testBundle struct {
 	e      *echo.Echo
 	authn  *auth.Authenticator
 	module *promotion.Module
+	apiDB  *gorm.DB // the API's own pool, when wiring.apiPool asked for one
 }
 
 func newTestBundle(tb testing.TB) *testBundle {
@@ -86,17 +89,32 @@ type wiring struct {
 	registerer prometheus.Registerer
 	tp         trace.TracerProvider
 	expire     promotion.ExpireConfig
+	// apiPool, when set, gives the API a pool of its own, as `pin serve`
+	// does (postgres.APIPool).
+	apiPool *postgres.PoolConfig
+	// logs receives the server's and the module's JSON logs.
+	logs io.Writer
+	// apiDB is set by newWiredBundle from apiPool.
+	apiDB *gorm.DB
+}
+
+// logger is where the wiring's logs go.
+func (w wiring) logger() *slog.Logger {
+	if w.logs == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return observability.NewLogger(w.logs, slog.LevelInfo)
 }
 
 // newModule wires the module on db as cmd/pin does, and returns it with
 // the authenticator that issues its tokens.
 func newModule(tb testing.TB, db *gorm.DB, w wiring) (*promotion.Module, *auth.Authenticator) {
 	tb.Helper()
-	logger := slog.New(slog.DiscardHandler)
+	logger := w.logger()
 	authn, err := auth.NewAuthenticator(testSecret)
 	require.NoError(tb, err)
 	module, err := promotion.New(promotion.Deps{
-		DB: db, Outbox: promotiontest.Publisher(tb, logger, w.tp), Auth: authn, Logger: logger,
+		DB: db, APIDB: w.apiDB, Outbox: promotiontest.Publisher(tb, logger, w.tp), Auth: authn, Logger: logger,
 		Registerer: w.registerer, TracerProvider: w.tp, Expire: w.expire,
 	})
 	require.NoError(tb, err)
@@ -108,14 +126,24 @@ func newModule(tb testing.TB, db *gorm.DB, w wiring) (*promotion.Module, *auth.A
 func newWiredBundle(tb testing.TB, w wiring) *testBundle {
 	tb.Helper()
 	db := testbed.NewDatabase(tb)
+	if w.apiPool != nil {
+		pool := *w.apiPool
+		pool.Logger = w.logger()
+		apiDB, err := postgres.OpenPool(context.Background(), db.URL, pool)
+		require.NoError(tb, err)
+		apiSQL, err := apiDB.DB()
+		require.NoError(tb, err)
+		tb.Cleanup(func() { _ = apiSQL.Close() }) // before the database is dropped
+		w.apiDB = apiDB
+	}
 	module, authn := newModule(tb, db.Gorm, w)
 	tp := w.tp
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	e := httpserver.New(httpserver.Config{}, slog.New(slog.DiscardHandler), w.registerer, tp)
+	e := httpserver.New(httpserver.Config{Transient: postgres.IsTransient}, w.logger(), w.registerer, tp)
 	module.RegisterRoutes(e)
-	return &testBundle{db: db, e: e, authn: authn, module: module}
+	return &testBundle{db: db, e: e, authn: authn, module: module, apiDB: w.apiDB}
 }
 
 // token issues a valid token for p.

@@ -33,6 +33,11 @@ import (
 type Deps struct {
 	// DB is the service's database (required).
 	DB *gorm.DB
+	// APIDB serves the HTTP API; DB when nil. `pin serve` gives the API a
+	// pool of its own whose sessions have statement and lock timeouts
+	// (postgres.APIPool), so that requests and runners do not starve each
+	// other and no request waits on the database unbounded.
+	APIDB *gorm.DB
 	// Outbox writes events inside the module's transactions (required).
 	Outbox *outbox.Publisher
 	// Auth verifies bearer tokens on the module's routes (required to serve HTTP).
@@ -96,11 +101,14 @@ func New(d Deps) (*Module, error) {
 		d.Now = time.Now
 	}
 
-	purchases, err := adapters.NewPurchaseRepository(d.DB, d.Outbox)
+	if d.APIDB == nil {
+		d.APIDB = d.DB
+	}
+	purchases, err := adapters.NewPurchaseRepository(d.APIDB, d.Outbox)
 	if err != nil {
 		return nil, fmt.Errorf("promotion: %w", err)
 	}
-	packages, err := adapters.NewPackageRepository(d.DB)
+	packages, err := adapters.NewPackageRepository(d.APIDB)
 	if err != nil {
 		return nil, fmt.Errorf("promotion: %w", err)
 	}
@@ -121,8 +129,12 @@ func New(d Deps) (*Module, error) {
 	}
 	m.expire = expire
 	m.runners = append(m.runners, expire.runner)
+	background, err := adapters.NewPurchaseRepository(d.DB, d.Outbox)
+	if err != nil {
+		return nil, fmt.Errorf("promotion: %w", err)
+	}
 	m.runners = append(m.runners, ports.NewIdempotencyKeyCleaner(
-		app.NewForgetIdempotencyKeysHandler(purchases, d.Now), ports.IdempotencyKeyCleanerInterval, d.Logger))
+		app.NewForgetIdempotencyKeysHandler(background, d.Now), ports.IdempotencyKeyCleanerInterval, d.Logger))
 	return m, nil
 }
 

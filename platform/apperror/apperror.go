@@ -6,6 +6,7 @@ package apperror
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Kind classifies an error by how the caller should react to it.
@@ -21,6 +22,7 @@ const (
 	KindUnauthenticated             // no valid credentials (401)
 	KindForbidden                   // valid credentials without the right (403)
 	KindTooLarge                    // the body is over the limit (413)
+	KindUnavailable                 // a dependency cannot serve the request now; retry later (503)
 )
 
 // FieldError names one field that failed validation.
@@ -37,6 +39,9 @@ type Error struct {
 	Detail string
 	Fields []FieldError
 	Err    error
+	// RetryAfter tells a client of a KindUnavailable error when to try
+	// again (the Retry-After header); zero means the server's default.
+	RetryAfter time.Duration
 }
 
 // Error renders slug, detail and cause for logs; clients see the problem
@@ -103,6 +108,8 @@ func (k Kind) String() string {
 		return "forbidden"
 	case KindTooLarge:
 		return "too-large"
+	case KindUnavailable:
+		return "unavailable"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -113,6 +120,7 @@ const (
 	SlugValidationFailed = "validation-failed"
 	SlugMalformedRequest = "malformed-request"
 	SlugPayloadTooLarge  = "payload-too-large"
+	SlugUnavailable      = "service-unavailable"
 )
 
 // Malformed builds an error for a request that cannot be parsed (bad JSON, a
@@ -127,6 +135,13 @@ func Unauthenticated(slug, detail string) *Error { return New(KindUnauthenticate
 
 // Forbidden builds an error for valid credentials that lack the right.
 func Forbidden(slug, detail string) *Error { return New(KindForbidden, slug, detail) }
+
+// Unavailable builds an error for a request that failed because a
+// dependency (the database) is down, overloaded or timed out; cause stays in
+// the log.
+func Unavailable(detail string, cause error) *Error {
+	return &Error{Kind: KindUnavailable, Slug: SlugUnavailable, Detail: detail, Err: cause}
+}
 
 // TooLarge builds an error for a request body over the limit.
 func TooLarge(detail string) *Error { return New(KindTooLarge, SlugPayloadTooLarge, detail) }

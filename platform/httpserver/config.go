@@ -16,6 +16,9 @@ const (
 	DefaultWriteTimeout      = 30 * time.Second
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultBodyLimit         = "64KiB"
+	DefaultHandlerTimeout    = 10 * time.Second
+	DefaultRetryAfter        = 5 * time.Second
+	DefaultMaxHeaderBytes    = 16 << 10
 )
 
 // Config sets up the HTTP server. Zero fields take the defaults above.
@@ -37,6 +40,20 @@ type Config struct {
 	// binary suffix K/KiB or M/MiB ("64K" and "64KiB" are both 65536 bytes,
 	// unlike echo's BodyLimit, for which "64K" means 64000).
 	BodyLimit string
+	// HandlerTimeout is the deadline of every request's context: database
+	// work (waiting for a pooled connection included) still running then is
+	// cancelled and the client gets 503 with Retry-After. It is a backstop
+	// for the database's own statement and lock timeouts, which end first.
+	HandlerTimeout time.Duration
+	// Transient recognises errors of a dependency that cannot serve the
+	// request now (postgres.IsTransient); they are answered 503 with
+	// Retry-After and logged at most once per interval. Nil: none.
+	Transient func(error) bool
+	// RetryAfter is the Retry-After of a 503.
+	RetryAfter time.Duration
+	// MaxHeaderBytes caps the request line and headers (net/http's default
+	// is 1 MiB); a request over it gets 431 before any handler runs.
+	MaxHeaderBytes int
 }
 
 // DefaultConfig returns the configuration with every default filled in.
@@ -61,6 +78,15 @@ func (c Config) withDefaults() Config {
 	if c.BodyLimit == "" {
 		c.BodyLimit = DefaultBodyLimit
 	}
+	if c.HandlerTimeout == 0 {
+		c.HandlerTimeout = DefaultHandlerTimeout
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
 	return c
 }
 
@@ -72,10 +98,14 @@ func (c Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"ReadTimeout": c.ReadTimeout, "ReadHeaderTimeout": c.ReadHeaderTimeout,
 		"WriteTimeout": c.WriteTimeout, "IdleTimeout": c.IdleTimeout,
+		"HandlerTimeout": c.HandlerTimeout, "RetryAfter": c.RetryAfter,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("httpserver: %s %s is negative", name, d))
 		}
+	}
+	if c.MaxHeaderBytes < 0 {
+		errs = append(errs, fmt.Errorf("httpserver: MaxHeaderBytes %d is negative", c.MaxHeaderBytes))
 	}
 	if _, err := ParseByteSize(c.BodyLimit); err != nil {
 		errs = append(errs, fmt.Errorf("httpserver: BodyLimit: %w", err))

@@ -1,6 +1,8 @@
 package httpserver
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -28,6 +30,7 @@ const maxRequestIDLength = 128
 // the request through our logs) or makes one, echoes it in the response and
 // puts it into the request context for logs and events.
 func requestID(logger *slog.Logger) echo.MiddlewareFunc {
+	unavailableLog := &intervalLog{interval: UnavailableLogInterval}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := c.Request()
@@ -38,6 +41,7 @@ func requestID(logger *slog.Logger) echo.MiddlewareFunc {
 			c.Response().Header().Set(echo.HeaderXRequestID, id)
 			c.SetRequest(req.WithContext(observability.WithRequestID(req.Context(), id)))
 			c.Set(loggerKey, logger)
+			c.Set(unavailableLogKey, unavailableLog)
 			return next(c)
 		}
 	}
@@ -109,6 +113,39 @@ func bodyLimit(limit int64) echo.MiddlewareFunc {
 				req.Body = http.MaxBytesReader(c.Response().Writer, req.Body, limit)
 			}
 			return next(c)
+		}
+	}
+}
+
+// deadline gives the request's context the handler timeout, and answers
+// 503 with Retry-After for what ran out of it or failed in a way transient
+// recognises, instead of a 500. Application errors pass as they are: a
+// use case that chose to call a lock wait a conflict keeps its 409.
+func deadline(timeout time.Duration, transient func(error) bool, retryAfter time.Duration) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			ctx, cancel := context.WithTimeout(req.Context(), timeout)
+			defer cancel()
+			c.SetRequest(req.WithContext(ctx))
+			err := next(c)
+			// The error is rendered outside, where a done context would read
+			// as a client that went away.
+			c.SetRequest(req)
+			if err == nil || apperror.KindOf(err) != apperror.KindInternal {
+				return err
+			}
+			var unavailable *apperror.Error
+			switch {
+			case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && req.Context().Err() == nil:
+				unavailable = apperror.Unavailable("The request ran out of time; try again later.", err)
+			case transient != nil && transient(err):
+				unavailable = apperror.Unavailable("The database is unavailable or busy; try again later.", err)
+			default:
+				return err
+			}
+			unavailable.RetryAfter = retryAfter
+			return unavailable
 		}
 	}
 }

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/trace"
@@ -68,6 +72,8 @@ func StatusOf(kind apperror.Kind) int {
 		return http.StatusForbidden
 	case apperror.KindTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case apperror.KindUnavailable:
+		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError
 	}
@@ -81,6 +87,10 @@ func StatusOf(kind apperror.Kind) int {
 func Problem(c echo.Context, err error) error {
 	p, cause := problemOf(c, err)
 	logProblem(c, p, cause)
+	if appErr, ok := apperror.As(err); ok && appErr.Kind == apperror.KindUnavailable && !c.Response().Committed {
+		retry := max(appErr.RetryAfter, time.Second)
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
+	}
 
 	if c.Response().Committed {
 		// Headers are gone: all we can do is the log line above.
@@ -142,6 +152,9 @@ func problemOf(c echo.Context, err error) (p ProblemDetails, cause error) {
 	case errors.As(err, &appErr) && appErr.Kind != apperror.KindInternal:
 		setStatus(StatusOf(appErr.Kind), appErr.Slug)
 		p.Detail, p.Errors = appErr.Detail, appErr.Fields
+		if appErr.Kind == apperror.KindUnavailable {
+			cause = err // ours to know about, though not the client's fault either
+		}
 		if appErr.Kind == apperror.KindInvalid && p.Errors == nil {
 			// Validation problems always carry the list, even if empty.
 			p.Errors = []apperror.FieldError{}
@@ -212,6 +225,13 @@ func logProblem(c echo.Context, p ProblemDetails, cause error) {
 	ctx := c.Request().Context()
 	logger := loggerOf(c)
 	switch {
+	case cause != nil && p.Status == http.StatusServiceUnavailable:
+		// During an outage every request fails alike: one line per interval
+		// says so, with how many were not logged since the last one.
+		if logged, suppressed := unavailableLogOf(c).allow(time.Now()); logged {
+			logger.ErrorContext(ctx, "http: dependency unavailable",
+				"error", cause.Error(), "status", p.Status, "suppressed", suppressed)
+		}
 	case cause != nil:
 		attrs := []any{"error", cause.Error(), "status", p.Status}
 		var pe *panicError
@@ -228,6 +248,44 @@ func logProblem(c echo.Context, p ProblemDetails, cause error) {
 }
 
 const loggerKey = "pin.httpserver.logger"
+
+// UnavailableLogInterval is the least time between two "http: dependency
+// unavailable" log lines of one server.
+const UnavailableLogInterval = 10 * time.Second
+
+const unavailableLogKey = "pin.httpserver.unavailable_log"
+
+// intervalLog lets one event through per interval and counts the others.
+type intervalLog struct {
+	mu         sync.Mutex
+	interval   time.Duration
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether an event at now is to be logged and, if so, how many
+// were suppressed since the last one logged.
+func (l *intervalLog) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < l.interval {
+		l.suppressed++
+		return false, 0
+	}
+	suppressed := l.suppressed
+	l.last, l.suppressed = now, 0
+	return true, suppressed
+}
+
+// fallbackUnavailableLog serves requests not routed through New (tests).
+var fallbackUnavailableLog = &intervalLog{interval: UnavailableLogInterval}
+
+func unavailableLogOf(c echo.Context) *intervalLog {
+	if l, ok := c.Get(unavailableLogKey).(*intervalLog); ok {
+		return l
+	}
+	return fallbackUnavailableLog
+}
 
 // loggerOf returns the server's logger, which the request-id middleware
 // stores in the echo context.

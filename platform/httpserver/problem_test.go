@@ -189,7 +189,7 @@ func TestStatusOfCoversEveryKind(t *testing.T) {
 	want := map[apperror.Kind]int{
 		apperror.KindInternal: 500, apperror.KindInvalid: 422, apperror.KindMalformed: 400,
 		apperror.KindNotFound: 404, apperror.KindConflict: 409, apperror.KindUnauthenticated: 401,
-		apperror.KindForbidden: 403, apperror.KindTooLarge: 413,
+		apperror.KindForbidden: 403, apperror.KindTooLarge: 413, apperror.KindUnavailable: 503,
 	}
 	for kind, status := range want {
 		require.Equal(t, status, httpserver.StatusOf(kind), kind.String())

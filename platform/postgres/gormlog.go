@@ -39,6 +39,11 @@ func (l quietLogger) LogMode(level gormlogger.LogLevel) gormlogger.Interface {
 }
 
 func (l quietLogger) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
+	if err != nil && (IsTransient(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The caller reports these, once per interval rather than once per
+		// statement: during an outage every statement fails alike.
+		return
+	}
 	failed := err != nil && !errors.Is(err, gormlogger.ErrRecordNotFound)
 	if !failed && time.Since(begin) <= l.slow {
 		return

@@ -1,11 +1,15 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,16 +18,52 @@ import (
 	"gorm.io/gorm"
 )
 
-// Pool limits. The monolith serves HTTP, runs the expiry job and the outbox
-// forwarder on one pool; PostgreSQL's default max_connections (100) must also
-// leave room for `pin expire-promotions --once` and operators.
+// Pool limits of Open. `pin serve` splits the same 20 connections between an
+// API pool (OpenAPI) and the background runners' pool; PostgreSQL's default
+// max_connections (100) must also leave room for `pin expire-promotions
+// --once` and operators.
 const (
 	maxOpenConns    = 20
-	maxIdleConns    = 10
 	connMaxLifetime = 30 * time.Minute
 	connMaxIdleTime = 5 * time.Minute
 	// slowQuery is the threshold above which GORM logs a statement.
 	slowQuery = 200 * time.Millisecond
+)
+
+// PoolConfig shapes a connection pool. Zero fields take Open's defaults;
+// zero timeouts leave the server's (none).
+type PoolConfig struct {
+	// MaxOpenConns caps the pool's connections (20 when zero).
+	MaxOpenConns int
+	// StatementTimeout is every session's statement_timeout: the server
+	// ends a statement that runs longer, even if its client has gone.
+	StatementTimeout time.Duration
+	// LockTimeout is every session's lock_timeout: a statement waiting
+	// longer for a row or table lock fails with lock_not_available.
+	LockTimeout time.Duration
+	// Logger receives GORM's lines (failing and slow statements);
+	// slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// API request budget (docs/adr/0005-hostile-input.md): the API's sessions
+// give up on a lock after APILockTimeout and on a statement after
+// APIStatementTimeout, well inside the HTTP handler timeout, so a locked
+// table costs a request a few seconds and a connection no longer.
+const (
+	APIMaxOpenConns     = 12
+	APILockTimeout      = 2 * time.Second
+	APIStatementTimeout = 5 * time.Second
+	// BackgroundMaxOpenConns is the pool of the runners (expiry job, outbox
+	// forwarder and cleaners) and probes beside the API's.
+	BackgroundMaxOpenConns = maxOpenConns - APIMaxOpenConns
+)
+
+// APIPool is the pool of the HTTP API.
+var APIPool = PoolConfig{MaxOpenConns: APIMaxOpenConns, StatementTimeout: APIStatementTimeout, LockTimeout: APILockTimeout}
+
+const (
+	maxIdleConns = 10
 )
 
 // Open connects GORM to PostgreSQL through pgx and checks the connection.
@@ -34,7 +74,14 @@ const (
 // are handed to watermill-sql as plain *sql.Tx. GORM logs only slow
 // statements and errors, with their parameters left out.
 func Open(ctx context.Context, url string) (*gorm.DB, error) {
-	dsn, err := withUTC(url)
+	return OpenPool(ctx, url, PoolConfig{})
+}
+
+// OpenPool is Open with the pool shaped by cfg; its timeouts are sent as
+// session parameters when each connection starts, so they cost no round
+// trip per request and hold for reads outside transactions too.
+func OpenPool(ctx context.Context, url string, cfg PoolConfig) (*gorm.DB, error) {
+	dsn, err := withSessionParams(url, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +89,7 @@ func Open(ctx context.Context, url string) (*gorm.DB, error) {
 		PrepareStmt:          false,
 		DisableAutomaticPing: true,
 		NowFunc:              func() time.Time { return time.Now().UTC() },
-		Logger:               NewLogger(slog.Default(), slowQuery),
+		Logger:               NewLogger(cmp.Or(cfg.Logger, slog.Default()), slowQuery),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
@@ -51,8 +98,11 @@ func Open(ctx context.Context, url string) (*gorm.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
-	sqlDB.SetMaxOpenConns(maxOpenConns)
-	sqlDB.SetMaxIdleConns(maxIdleConns)
+	if cfg.MaxOpenConns <= 0 {
+		cfg.MaxOpenConns = maxOpenConns
+	}
+	sqlDB.SetMaxOpenConns(cfg.MaxOpenConns)
+	sqlDB.SetMaxIdleConns(min(maxIdleConns, cfg.MaxOpenConns))
 	sqlDB.SetConnMaxLifetime(connMaxLifetime)
 	sqlDB.SetConnMaxIdleTime(connMaxIdleTime)
 	if err := sqlDB.PingContext(ctx); err != nil {
@@ -62,28 +112,39 @@ func Open(ctx context.Context, url string) (*gorm.DB, error) {
 	return db, nil
 }
 
-// withUTC adds timezone=UTC to a URL or keyword/value connection string
-// unless it names a time zone already.
-func withUTC(dsn string) (string, error) {
+// withSessionParams adds timezone=UTC (unless the connection string names a
+// time zone already) and cfg's timeouts to a URL or keyword/value connection
+// string; pgx sends parameters it does not know itself to the server.
+func withSessionParams(dsn string, cfg PoolConfig) (string, error) {
+	params := map[string]string{}
+	if !strings.Contains(strings.ToLower(dsn), "timezone=") {
+		params["timezone"] = "UTC"
+	}
+	if cfg.StatementTimeout > 0 {
+		params["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
+	}
+	if cfg.LockTimeout > 0 {
+		params["lock_timeout"] = strconv.FormatInt(cfg.LockTimeout.Milliseconds(), 10)
+	}
+	if len(params) == 0 {
+		return dsn, nil
+	}
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		u, err := url.Parse(dsn)
 		if err != nil {
 			return "", fmt.Errorf("postgres: parse database URL: %w", err)
 		}
 		q := u.Query()
-		for k := range q {
-			if strings.EqualFold(k, "timezone") {
-				return dsn, nil
-			}
+		for k, v := range params {
+			q.Set(k, v)
 		}
-		q.Set("timezone", "UTC")
 		u.RawQuery = q.Encode()
 		return u.String(), nil
 	}
-	if strings.Contains(strings.ToLower(dsn), "timezone=") {
-		return dsn, nil
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		dsn += " " + k + "=" + params[k]
 	}
-	return strings.TrimSpace(dsn + " timezone=UTC"), nil
+	return strings.TrimSpace(dsn), nil
 }
 
 // Redact returns the database URL with its password replaced, for logs and
@@ -104,4 +165,28 @@ func Redact(dsn string) string {
 func IsUnavailable(err error) bool {
 	var connErr *pgconn.ConnectError
 	return errors.As(err, &connErr)
+}
+
+// IsTransient reports whether err means the database could not serve the
+// statement now, though the same statement may succeed later: the server is
+// unreachable or refuses connections, is shutting down, or a lock or
+// statement timeout ended the statement. A caller answers 503 with
+// Retry-After rather than 500.
+func IsTransient(err error) bool {
+	if IsUnavailable(err) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch {
+	case pgErr.Code == "55P03", // lock_not_available: lock_timeout
+		pgErr.Code == "57014",                                               // query_canceled: statement_timeout
+		pgErr.Code == "53300",                                               // too_many_connections
+		strings.HasPrefix(pgErr.Code, "08"),                                 // connection exception
+		pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, crash, cannot connect now
+		return true
+	}
+	return false
 }

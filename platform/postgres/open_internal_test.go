@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestWithUTC(t *testing.T) {
+func TestWithSessionParams(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
 		"postgres://u@h:5432/db?sslmode=disable":   "postgres://u@h:5432/db?sslmode=disable&timezone=UTC",
@@ -14,10 +14,16 @@ func TestWithUTC(t *testing.T) {
 		"host=h dbname=db":                         "host=h dbname=db timezone=UTC",
 		"host=h dbname=db timezone=UTC":            "host=h dbname=db timezone=UTC",
 	} {
-		got, err := withUTC(in)
+		got, err := withSessionParams(in, PoolConfig{})
 		require.NoError(t, err)
 		require.Equal(t, want, got, in)
 	}
+	got, err := withSessionParams("postgres://u@h/db", APIPool)
+	require.NoError(t, err)
+	require.Equal(t, "postgres://u@h/db?lock_timeout=2000&statement_timeout=5000&timezone=UTC", got)
+	got, err = withSessionParams("host=h", APIPool)
+	require.NoError(t, err)
+	require.Equal(t, "host=h lock_timeout=2000 statement_timeout=5000 timezone=UTC", got)
 }
 
 func TestRedact(t *testing.T) {

@@ -21,11 +21,11 @@ import (
 // loaded with when its change was written: someone else changed it first.
 var ErrVersionConflict = errors.New("purchase version conflict")
 
-// lockTimeout bounds how long an API request waits for a purchase row that
-// another transaction holds (an expiry batch holds its rows for up to a
-// cycle). Past it the request gets a 409 to retry rather than hanging until
-// the HTTP write timeout.
-const lockTimeout = "10s"
+// lockTimeout bounds how long a cancellation waits for a purchase row that
+// another transaction holds (an expiry batch holds its rows until it
+// commits): past it the request gets a 409 to retry. It is the API pool's
+// lock_timeout, set here too for callers on another pool.
+var lockTimeout = fmt.Sprintf("%dms", postgres.APILockTimeout.Milliseconds())
 
 // PurchaseRepository stores purchases in promotion.promotion_purchases and
 // .promotion_purchase_targets, and puts the purchase-changed event of every
