@@ -98,6 +98,10 @@ func TestBadConfigurationExitsTwoNamingTheVariable(t *testing.T) {
 		{"malformed database url", append([]string{"PIN_DATABASE_URL=postgres://%zz"}, serveEnv...), []string{"serve"}, "PIN_DATABASE_URL"},
 		{"batch size out of range", []string{"PIN_EXPIRE_BATCH_SIZE=0"}, []string{"expire-promotions", "--once"}, "PIN_EXPIRE_BATCH_SIZE"},
 		{"short secret for token", []string{"PIN_AUTH_JWT_SECRET=short"}, []string{"token", "--tenant", uuid.NewString()}, "PIN_AUTH_JWT_SECRET"},
+		{"max token lifetime out of range", []string{"PIN_AUTH_JWT_SECRET=" + jwtSecret, "PIN_AUTH_JWT_MAX_TTL=10000h"},
+			[]string{"token", "--tenant", uuid.NewString()}, "PIN_AUTH_JWT_MAX_TTL"},
+		{"issuer with a space", append([]string{"PIN_AUTH_JWT_ISSUER=a b"}, serveEnv...), []string{"serve"}, "PIN_AUTH_JWT_ISSUER"},
+		{"audience with a control character", append([]string{"PIN_AUTH_JWT_AUDIENCE=a\x01"}, serveEnv...), []string{"serve"}, "PIN_AUTH_JWT_AUDIENCE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,6 +129,10 @@ func TestTokenAndVersion(t *testing.T) {
 	out, stderr, code := run(t, []string{"PIN_AUTH_JWT_SECRET=" + jwtSecret}, "token", "--tenant", tenant, "--role", "admin")
 	require.Equal(t, 0, code, stderr)
 	require.Len(t, strings.Split(strings.TrimSpace(out), "."), 3, "a JWT")
+	_, stderr, code = run(t, []string{"PIN_AUTH_JWT_SECRET=" + jwtSecret, "PIN_AUTH_JWT_MAX_TTL=24h"},
+		"token", "--tenant", tenant, "--ttl", "25h")
+	require.Equal(t, 2, code, "a token the server would refuse is not minted: %s", stderr)
+	require.Contains(t, stderr, "PIN_AUTH_JWT_MAX_TTL")
 	out, _, code = run(t, nil, "version")
 	require.Equal(t, 0, code)
 	require.True(t, strings.HasPrefix(out, "pin "), out)

@@ -159,7 +159,7 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 		}
 	}
 
-	authn, err := auth.NewAuthenticator([]byte(cfg.JWTSecret))
+	authn, err := auth.NewAuthenticator([]byte(cfg.JWTSecret), cfg.AuthOptions()...)
 	if err != nil {
 		return &config.Error{Var: "PIN_AUTH_JWT_SECRET", Rule: err.Error()}
 	}

@@ -23,7 +23,7 @@ func token(args, environ []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	tenant := fs.String("tenant", "", "tenant (company) UUID")
 	user := fs.String("user", "", "user UUID (default: a new random one)")
-	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
+	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid (at most PIN_AUTH_JWT_MAX_TTL)")
 	var roles stringList
 	fs.Var(&roles, "role", "a role to grant (repeatable), e.g. admin")
 	if err := fs.Parse(args); err != nil {
@@ -45,7 +45,10 @@ func token(args, environ []string, stdout io.Writer) error {
 			return usageError{fmt.Sprintf("token: --user %q is not a non-nil UUID", *user)}
 		}
 	}
-	authn, err := auth.NewAuthenticator([]byte(cfg.JWTSecret))
+	if *ttl <= 0 || *ttl > cfg.JWTMaxTTL {
+		return usageError{fmt.Sprintf("token: --ttl %s must be positive and at most PIN_AUTH_JWT_MAX_TTL (%s)", *ttl, cfg.JWTMaxTTL)}
+	}
+	authn, err := auth.NewAuthenticator([]byte(cfg.JWTSecret), cfg.AuthOptions()...)
 	if err != nil {
 		return err
 	}

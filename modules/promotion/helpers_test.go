@@ -174,6 +174,8 @@ type request struct {
 	token  string
 	body   any
 	header map[string]string
+	// repeated are headers sent several times.
+	repeated http.Header
 }
 
 type response struct {
@@ -243,6 +245,11 @@ func (b *testBundle) do(tb testing.TB, r request) response {
 	}
 	for k, v := range r.header {
 		req.Header.Set(k, v)
+	}
+	for k, vs := range r.repeated {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	rec := httptest.NewRecorder()
 	b.e.ServeHTTP(rec, req)

@@ -131,3 +131,15 @@ func TestPurchaseRacingTheDeactivationOfItsPackageIsOrderedByTheLock(t *testing.
 	require.Equal(t, []string{"packageId"}, res.problem(t).fields())
 	b.requireNothingWritten(t)
 }
+
+func TestTwoIdempotencyKeysAreRefused(t *testing.T) {
+	t.Parallel()
+	b := newTestBundle(t)
+	pkg := b.createPackage(t, "project-boost-week", "ProjectBoost")
+	res := b.do(t, request{method: http.MethodPost, path: purchasesPath, token: b.tenantToken(t, uuid.New()),
+		body:     purchaseBody(pkg.ID, "Project", uuid.New()),
+		repeated: http.Header{"Idempotency-Key": {"first-key", "second-key"}}})
+	require.Equal(t, http.StatusUnprocessableEntity, res.status, string(res.body))
+	require.Equal(t, []string{"Idempotency-Key"}, res.problem(t).fields())
+	b.requireNothingWritten(t)
+}

@@ -29,35 +29,110 @@ const (
 // "alg": "none" and RS/ES tokens (the key-confusion attack) out for good.
 var signingMethod = jwt.SigningMethodHS256
 
+// DefaultMaxTTL is the longest lifetime a token may have unless
+// WithMaxTTL says otherwise: long enough for every token `pin token` mints
+// by default (24 h), short enough that a leaked token does not live for years.
+const DefaultMaxTTL = 30 * 24 * time.Hour
+
+// MaxTokenBytes caps a bearer token; a longer one is refused before any
+// parsing or signature work (real tokens are a few hundred bytes).
+const MaxTokenBytes = 8 << 10
+
 // Authenticator verifies and issues the service's bearer tokens.
 type Authenticator struct {
-	secret []byte
-	parser *jwt.Parser
+	secret   []byte
+	issuer   string
+	audience string
+	maxTTL   time.Duration
+	now      func() time.Time
+	parser   *jwt.Parser
 }
 
-// claims is the token body: the registered claims plus Pin's own.
+// Option configures an Authenticator.
+type Option func(*Authenticator)
+
+// WithIssuer makes the `iss` claim required and equal to iss; Issue sets it.
+func WithIssuer(iss string) Option { return func(a *Authenticator) { a.issuer = iss } }
+
+// WithAudience makes the `aud` claim required and include aud; Issue sets it.
+func WithAudience(aud string) Option { return func(a *Authenticator) { a.audience = aud } }
+
+// WithMaxTTL refuses tokens whose lifetime (exp - iat, and exp - now) is
+// longer than d, and Issue refuses to mint them.
+func WithMaxTTL(d time.Duration) Option { return func(a *Authenticator) { a.maxTTL = d } }
+
+// claims is the token body: the registered claims plus Pin's own. The time
+// claims shadow jwt's, which would also take a number written as a string.
 type claims struct {
 	jwt.RegisteredClaims
-	TenantID string   `json:"tenant_id,omitempty"`
-	Roles    []string `json:"roles,omitempty"`
+	ExpiresAt *numericDate `json:"exp,omitempty"`
+	NotBefore *numericDate `json:"nbf,omitempty"`
+	IssuedAt  *numericDate `json:"iat,omitempty"`
+	TenantID  string       `json:"tenant_id,omitempty"`
+	Roles     []string     `json:"roles,omitempty"`
 }
+
+// numericDate is a NumericDate (RFC 7519 §2) that must be a JSON number.
+type numericDate struct{ jwt.NumericDate }
+
+// UnmarshalJSON refuses anything but a JSON number.
+func (d *numericDate) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || (b[0] != '-' && (b[0] < '0' || b[0] > '9')) {
+		return errors.New("a time claim must be a JSON number")
+	}
+	return d.NumericDate.UnmarshalJSON(b)
+}
+
+func (d *numericDate) date() *jwt.NumericDate {
+	if d == nil {
+		return nil
+	}
+	return &d.NumericDate
+}
+
+func newNumericDate(t time.Time) *numericDate { return &numericDate{*jwt.NewNumericDate(t)} }
+
+// GetExpirationTime is the strict exp.
+func (c claims) GetExpirationTime() (*jwt.NumericDate, error) { return c.ExpiresAt.date(), nil }
+
+// GetNotBefore is the strict nbf.
+func (c claims) GetNotBefore() (*jwt.NumericDate, error) { return c.NotBefore.date(), nil }
+
+// GetIssuedAt is the strict iat.
+func (c claims) GetIssuedAt() (*jwt.NumericDate, error) { return c.IssuedAt.date(), nil }
 
 // NewAuthenticator returns an authenticator for HS256 tokens signed with
 // secret, which must be at least MinSecretLength bytes.
-func NewAuthenticator(secret []byte) (*Authenticator, error) {
+func NewAuthenticator(secret []byte, opts ...Option) (*Authenticator, error) {
 	if len(secret) < MinSecretLength {
 		return nil, fmt.Errorf("auth: JWT secret is %d bytes, need at least %d", len(secret), MinSecretLength)
 	}
-	return &Authenticator{
+	a := &Authenticator{
 		// Copied so that a caller reusing its buffer cannot change the key.
 		secret: append([]byte(nil), secret...),
-		parser: jwt.NewParser(
-			jwt.WithValidMethods([]string{signingMethod.Alg()}),
-			jwt.WithExpirationRequired(),
-			// Non-canonical base64 would let one token have many spellings.
-			jwt.WithStrictDecoding(),
-		),
-	}, nil
+		maxTTL: DefaultMaxTTL,
+		now:    time.Now,
+	}
+	for _, opt := range opts {
+		opt(a)
+	}
+	if a.maxTTL <= 0 {
+		return nil, fmt.Errorf("auth: max token lifetime %s is not positive", a.maxTTL)
+	}
+	parserOpts := []jwt.ParserOption{
+		jwt.WithValidMethods([]string{signingMethod.Alg()}),
+		jwt.WithExpirationRequired(),
+		// Non-canonical base64 would let one token have many spellings.
+		jwt.WithStrictDecoding(),
+	}
+	if a.issuer != "" {
+		parserOpts = append(parserOpts, jwt.WithIssuer(a.issuer))
+	}
+	if a.audience != "" {
+		parserOpts = append(parserOpts, jwt.WithAudience(a.audience))
+	}
+	a.parser = jwt.NewParser(parserOpts...)
+	return a, nil
 }
 
 // Issue signs a token for p that expires after ttl. It is meant for
@@ -67,17 +142,18 @@ func (a *Authenticator) Issue(p Principal, ttl time.Duration) (string, error) {
 	if p.UserID == uuid.Nil {
 		return "", errors.New("auth: issue token: user id is nil")
 	}
-	if ttl <= 0 {
-		return "", fmt.Errorf("auth: issue token: ttl %s is not positive", ttl)
+	if ttl <= 0 || ttl > a.maxTTL {
+		return "", fmt.Errorf("auth: issue token: ttl %s is not between 0 and the maximum token lifetime %s", ttl, a.maxTTL)
 	}
-	now := time.Now()
+	now := a.now()
 	c := claims{
-		RegisteredClaims: jwt.RegisteredClaims{
-			Subject:   p.UserID.String(),
-			IssuedAt:  jwt.NewNumericDate(now),
-			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
-		},
-		Roles: p.Roles,
+		RegisteredClaims: jwt.RegisteredClaims{Subject: p.UserID.String(), Issuer: a.issuer},
+		IssuedAt:         newNumericDate(now),
+		ExpiresAt:        newNumericDate(now.Add(ttl)),
+		Roles:            p.Roles,
+	}
+	if a.audience != "" {
+		c.Audience = jwt.ClaimStrings{a.audience}
 	}
 	if p.HasTenant() {
 		c.TenantID = p.TenantID.String()
@@ -92,6 +168,12 @@ func (a *Authenticator) Issue(p Principal, ttl time.Duration) (string, error) {
 // Authenticate verifies a raw token (without the "Bearer " prefix) and
 // returns its principal. The error is an apperror of KindUnauthenticated.
 func (a *Authenticator) Authenticate(raw string) (Principal, error) {
+	if len(raw) > MaxTokenBytes {
+		return Principal{}, &apperror.Error{
+			Kind: apperror.KindUnauthenticated, Slug: SlugInvalidToken, Detail: "The bearer token is invalid.",
+			Err: fmt.Errorf("auth: token of %d bytes is over %d", len(raw), MaxTokenBytes),
+		}
+	}
 	var c claims
 	_, err := a.parser.ParseWithClaims(raw, &c, func(t *jwt.Token) (any, error) {
 		// WithValidMethods already checks the alg; the type check guards against
@@ -111,7 +193,24 @@ func (a *Authenticator) Authenticate(raw string) (Principal, error) {
 			Err: fmt.Errorf("auth: parse token: %w", err),
 		}
 	}
+	if err := a.checkLifetime(c); err != nil {
+		return Principal{}, invalidClaim("exp", err)
+	}
 	return c.principal()
+}
+
+// checkLifetime refuses a token that lives longer than the maximum, measured
+// from its iat and from now (a token without iat, or with a forged one,
+// cannot outlive the maximum from the moment it is presented).
+func (a *Authenticator) checkLifetime(c claims) error {
+	exp := c.ExpiresAt.date().Time
+	if left := exp.Sub(a.now()); left > a.maxTTL {
+		return fmt.Errorf("expires in %s, over the maximum lifetime %s", left, a.maxTTL)
+	}
+	if iat := c.IssuedAt.date(); iat != nil && exp.Sub(iat.Time) > a.maxTTL {
+		return fmt.Errorf("lifetime %s is over the maximum %s", exp.Sub(iat.Time), a.maxTTL)
+	}
+	return nil
 }
 
 // principal checks Pin's claims and turns them into a Principal.

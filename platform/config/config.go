@@ -15,6 +15,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/observability"
 )
 
@@ -25,6 +26,11 @@ type Config struct {
 	HTTPAddr     string   `env:"PIN_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	KafkaBrokers []string `env:"PIN_KAFKA_BROKERS" envSeparator:","`
 	JWTSecret    string   `env:"PIN_AUTH_JWT_SECRET"`
+	// JWTIssuer and JWTAudience, when set, are required in every token's
+	// iss and aud claims (and written into tokens `pin token` mints).
+	JWTIssuer   string        `env:"PIN_AUTH_JWT_ISSUER"`
+	JWTAudience string        `env:"PIN_AUTH_JWT_AUDIENCE"`
+	JWTMaxTTL   time.Duration `env:"PIN_AUTH_JWT_MAX_TTL" envDefault:"720h"`
 	LogLevel     string   `env:"PIN_LOG_LEVEL" envDefault:"info"`
 
 	ExpireInterval           time.Duration `env:"PIN_EXPIRE_INTERVAL" envDefault:"60s"`
@@ -41,6 +47,11 @@ type Config struct {
 
 	ShutdownTimeout time.Duration `env:"PIN_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	DevKafkaAddr    string        `env:"PIN_DEV_KAFKA_ADDR" envDefault:"127.0.0.1:9092"`
+}
+
+// AuthOptions are the token rules of the configuration.
+func (c Config) AuthOptions() []auth.Option {
+	return []auth.Option{auth.WithIssuer(c.JWTIssuer), auth.WithAudience(c.JWTAudience), auth.WithMaxTTL(c.JWTMaxTTL)}
 }
 
 // MinJWTSecretBytes is the shortest HS256 key accepted.
@@ -99,6 +110,14 @@ func (c Config) validate(needs Requirement) error {
 	}
 	if c.JWTSecret != "" && len(c.JWTSecret) < MinJWTSecretBytes {
 		return &Error{"PIN_AUTH_JWT_SECRET", fmt.Sprintf("must be at least %d bytes, got %d", MinJWTSecretBytes, len(c.JWTSecret))}
+	}
+	for name, v := range map[string]string{"PIN_AUTH_JWT_ISSUER": c.JWTIssuer, "PIN_AUTH_JWT_AUDIENCE": c.JWTAudience} {
+		if len(v) > 256 || strings.IndexFunc(v, func(r rune) bool { return r < 0x21 || r == 0x7f }) >= 0 {
+			return &Error{name, "must be at most 256 characters without spaces or control characters"}
+		}
+	}
+	if c.JWTMaxTTL < time.Minute || c.JWTMaxTTL > 8760*time.Hour {
+		return &Error{"PIN_AUTH_JWT_MAX_TTL", fmt.Sprintf("must be between 1m and 8760h, got %s", c.JWTMaxTTL)}
 	}
 	if _, err := observability.ParseLevel(c.LogLevel); err != nil {
 		return &Error{"PIN_LOG_LEVEL", "must be one of debug, info, warn, error"}

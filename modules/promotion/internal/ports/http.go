@@ -6,12 +6,14 @@ package ports
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/platform/apperror"
 	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/httpserver"
 )
@@ -114,6 +116,12 @@ func (s *HTTPServer) updatePackage(c echo.Context) error {
 }
 
 func (s *HTTPServer) purchasePromotion(c echo.Context) error {
+	keys := c.Request().Header.Values(HeaderIdempotencyKey)
+	if len(keys) > 1 {
+		// Proxies and servers differ on which of several they keep.
+		return apperror.Invalid("The Idempotency-Key header is given more than once.",
+			apperror.FieldError{Field: app.IdempotencyKeyField, Message: "must be given once"})
+	}
 	var req purchaseRequest
 	if err := httpserver.Bind(c, &req); err != nil {
 		return err
@@ -122,7 +130,7 @@ func (s *HTTPServer) purchasePromotion(c echo.Context) error {
 		Actor:          actor(c),
 		PackageID:      req.PackageID,
 		Targets:        toDomainTargetRefs(req.Targets),
-		IdempotencyKey: c.Request().Header.Get(HeaderIdempotencyKey),
+		IdempotencyKey: strings.Join(keys, ""),
 	})
 	if err != nil {
 		return err
