@@ -143,3 +143,14 @@ func TestTwoIdempotencyKeysAreRefused(t *testing.T) {
 	require.Equal(t, []string{"Idempotency-Key"}, res.problem(t).fields())
 	b.requireNothingWritten(t)
 }
+
+func TestBadPurchaseIDIsNotEchoedTwice(t *testing.T) {
+	t.Parallel()
+	b := newTestBundle(t)
+	junk := strings.Repeat("x", 2000)
+	res := b.do(t, request{method: http.MethodGet, path: purchasePath(junk), token: b.tenantToken(t, uuid.New())})
+	require.Equal(t, http.StatusNotFound, res.status)
+	p := res.problem(t)
+	require.NotContains(t, p.Detail, "xxx", "the detail does not repeat the id")
+	require.Less(t, len(res.body), 1<<10, "nor does the instance carry it whole")
+}

@@ -181,7 +181,7 @@ func observe(logger *slog.Logger, m *httpMetrics) echo.MiddlewareFunc {
 				level = slog.LevelDebug
 			}
 			attrs := []any{
-				"method", req.Method, "route", route, "path", req.URL.Path,
+				"method", req.Method, "route", route, "path", Truncate(req.URL.Path, MaxEchoedPathBytes),
 				"status", status, "duration_ms", float64(elapsed.Microseconds()) / 1000,
 				"bytes_out", c.Response().Size, "remote_ip", c.RealIP(),
 			}

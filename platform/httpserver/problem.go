@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/trace"
@@ -132,7 +133,7 @@ func errorHandler(err error, c echo.Context) {
 func problemOf(c echo.Context, err error) (p ProblemDetails, cause error) {
 	req := c.Request()
 	p = ProblemDetails{
-		Instance:  req.URL.Path,
+		Instance:  Truncate(req.URL.Path, MaxEchoedPathBytes),
 		RequestID: observability.RequestID(req.Context()),
 	}
 	setStatus := func(status int, slug string) {
@@ -179,6 +180,22 @@ func problemOf(c echo.Context, err error) (p ProblemDetails, cause error) {
 		cause = err
 	}
 	return p, cause
+}
+
+// MaxEchoedPathBytes caps the request path as the problem's instance and in
+// the access log: a client must not get a megabyte echoed for a megabyte.
+const MaxEchoedPathBytes = 256
+
+// Truncate cuts s to at most n bytes (on a rune boundary), marking the cut.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 func bodyTooLargeDetail(limit int64) string {

@@ -212,8 +212,9 @@ func pathID(c echo.Context, name string, notFound func(id fmt.Stringer) error) (
 	return id, nil
 }
 
-// rawID renders an unparsable id in a not-found detail.
+// rawID renders an unparsable id in a not-found detail. The path already
+// carries it into the problem's instance; the detail does not repeat it.
 type rawID string
 
-// String returns the id as it was given.
-func (r rawID) String() string { return string(r) }
+// String says what the id is not, rather than what it is.
+func (r rawID) String() string { return "(not a UUID)" }
