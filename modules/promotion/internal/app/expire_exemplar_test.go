@@ -1,0 +1,57 @@
+package app_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+)
+
+// TestExpireCycleDurationLinksToTheCycleTrace: the cycle's duration is
+// observed with the cycle span's trace id as its exemplar.
+func TestExpireCycleDurationLinksToTheCycleTrace(t *testing.T) {
+	t.Parallel()
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	reg := prometheus.NewRegistry()
+	metrics, err := app.NewExpireMetrics(reg)
+	require.NoError(t, err)
+	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){partial(0)}}
+	h, err := app.NewExpirePromotionsHandler(app.ExpireConfig{
+		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics, TracerProvider: tp,
+	})
+	require.NoError(t, err)
+
+	_, err = h.Handle(context.Background(), app.ExpirePromotions{})
+	require.NoError(t, err)
+
+	var cycleTrace string
+	for _, s := range spans.Ended() {
+		if s.Name() == "expire-promotions.cycle" {
+			cycleTrace = s.SpanContext().TraceID().String()
+		}
+	}
+	require.NotEmpty(t, cycleTrace, "no cycle span")
+	var exemplars []string
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "promotion_expire_cycle_duration_seconds" {
+			continue
+		}
+		for _, b := range f.GetMetric()[0].GetHistogram().GetBucket() {
+			for _, l := range b.GetExemplar().GetLabel() {
+				exemplars = append(exemplars, l.GetName()+"="+l.GetValue())
+			}
+		}
+	}
+	require.Equal(t, []string{"trace_id=" + cycleTrace}, exemplars)
+}
