@@ -31,7 +31,7 @@ type Config struct {
 	JWTIssuer   string        `env:"PIN_AUTH_JWT_ISSUER"`
 	JWTAudience string        `env:"PIN_AUTH_JWT_AUDIENCE"`
 	JWTMaxTTL   time.Duration `env:"PIN_AUTH_JWT_MAX_TTL" envDefault:"720h"`
-	LogLevel     string   `env:"PIN_LOG_LEVEL" envDefault:"info"`
+	LogLevel    string        `env:"PIN_LOG_LEVEL" envDefault:"info"`
 
 	ExpireInterval           time.Duration `env:"PIN_EXPIRE_INTERVAL" envDefault:"60s"`
 	ExpireBatchSize          int           `env:"PIN_EXPIRE_BATCH_SIZE" envDefault:"200"`
