@@ -138,7 +138,7 @@ func (s *server) issue(tb testing.TB, p auth.Principal) string {
 
 // startServer runs `pin serve` on databaseURL until tb ends (SIGTERM, then
 // a wait for a clean exit).
-func startServer(tb testing.TB, databaseURL string, brokers []string) *server {
+func startServer(tb testing.TB, databaseURL string, brokers []string, env ...string) *server {
 	tb.Helper()
 	bin := os.Getenv(binaryEnv)
 	if bin == "" {
@@ -163,6 +163,7 @@ func startServer(tb testing.TB, databaseURL string, brokers []string) *server {
 		"PIN_AUTH_JWT_SECRET="+secretHex,
 		"PIN_LOG_LEVEL=info",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	logs := &tailBuffer{max: 64 << 10}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	require.NoError(tb, cmd.Start())

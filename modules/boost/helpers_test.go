@@ -57,7 +57,7 @@ func setup(t *testing.T) *bundle {
 
 // start runs the boost module's consumer on db until the test ends or stop
 // is called; a fresh registry and log buffer replace the previous ones.
-func (b *bundle) start(t *testing.T, db *gorm.DB) (stop func()) {
+func (b *bundle) start(t testing.TB, db *gorm.DB) (stop func()) {
 	t.Helper()
 	b.logs = &testbed.LogBuffer{}
 	b.reg = prometheus.NewRegistry()

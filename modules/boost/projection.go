@@ -41,11 +41,15 @@ func (p Projection) Decode(r consumer.Record) (consumer.Event[contract.Envelope]
 }
 
 // Apply takes away what the purchase contributed so far and, when it is
-// Active, adds its weight to each target. Both run in the kit's transaction.
-func (p Projection) Apply(ctx context.Context, tx *gorm.DB, ev consumer.Event[contract.Envelope], _ int64) error {
+// Active, adds its weight to each target. Both run in the kit's transaction;
+// the version guard has already refused a version not above lastVersion.
+func (p Projection) Apply(ctx context.Context, tx *gorm.DB, ev consumer.Event[contract.Envelope], lastVersion int64) error {
 	payload := ev.Body.Payload
-	if err := removeContributions(tx, payload); err != nil {
-		return err
+	// Before the purchase's first applied event it contributes nothing.
+	if lastVersion > 0 {
+		if err := removeContributions(tx, payload); err != nil {
+			return err
+		}
 	}
 	if payload.Status != contract.StatusActive {
 		return nil
@@ -73,12 +77,12 @@ func (p Projection) Apply(ctx context.Context, tx *gorm.DB, ev consumer.Event[co
 			FROM jsonb_to_recordset(?::jsonb) AS t("targetKind" text, "targetId" uuid)
 			ON CONFLICT DO NOTHING
 			RETURNING target_kind, target_id, boost_weight)
-		INSERT INTO boost.target_boosts AS b (target_kind, target_id, boost_weight, active_purchases)
-		SELECT target_kind, target_id, boost_weight, 1 FROM added
+		INSERT INTO boost.target_boosts AS b (target_kind, target_id, boost_weight, active_purchases, updated_at)
+		SELECT target_kind, target_id, boost_weight, 1, clock_timestamp() FROM added
 		ON CONFLICT (target_kind, target_id) DO UPDATE SET
 			boost_weight = b.boost_weight + EXCLUDED.boost_weight,
 			active_purchases = b.active_purchases + 1,
-			updated_at = now()`,
+			updated_at = clock_timestamp()`,
 		payload.PurchaseID, payload.BoostWeight, string(targets)).Error
 	if err != nil {
 		return fmt.Errorf("boost: add %s: %w", payload.PurchaseID, err)
@@ -97,7 +101,7 @@ func removeContributions(tx *gorm.DB, payload contract.PurchaseChanged) error {
 		UPDATE boost.target_boosts b SET
 			boost_weight = b.boost_weight - r.boost_weight,
 			active_purchases = b.active_purchases - 1,
-			updated_at = now()
+			updated_at = clock_timestamp()
 		FROM removed r
 		WHERE b.target_kind = r.target_kind AND b.target_id = r.target_id`, payload.PurchaseID).Error
 	if err != nil {

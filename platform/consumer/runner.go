@@ -177,29 +177,31 @@ func (r *Runner[B]) process(ctx context.Context, msg *message.Message) error {
 func (r *Runner[B]) apply(ctx context.Context, e Event[B]) (outcome, error) {
 	out := applied
 	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Exec(`INSERT INTO consumer.inbox (consumer, message_id) VALUES (?, ?) ON CONFLICT DO NOTHING`,
-			r.cfg.Name, e.MessageID)
-		if res.Error != nil {
-			return fmt.Errorf("inbox: %w", res.Error)
+		// One statement records the message in the inbox and, only when it is
+		// new there, locks the aggregate's version row (creating it at 0) and
+		// returns the last version applied. No row back means a duplicate. The
+		// lock makes two deliveries of one aggregate, even across a
+		// rebalance, queue up.
+		var last []int64
+		if err := tx.Raw(`
+			WITH fresh AS (
+				INSERT INTO consumer.inbox (consumer, message_id) VALUES (?, ?)
+				ON CONFLICT DO NOTHING RETURNING consumer)
+			INSERT INTO consumer.aggregate_versions (consumer, aggregate_id, version)
+			SELECT consumer, ?, 0 FROM fresh
+			ON CONFLICT (consumer, aggregate_id) DO UPDATE SET version = consumer.aggregate_versions.version
+			RETURNING version`, r.cfg.Name, e.MessageID, e.AggregateID).Scan(&last).Error; err != nil {
+			return fmt.Errorf("inbox and version guard: %w", err)
 		}
-		if res.RowsAffected == 0 {
+		if len(last) == 0 {
 			out = duplicate
 			return nil
 		}
-		// The upsert locks the aggregate's row (creating it at version 0), so
-		// two deliveries of one aggregate, even across a rebalance, queue up.
-		var last int64
-		if err := tx.Raw(`
-			INSERT INTO consumer.aggregate_versions (consumer, aggregate_id, version) VALUES (?, ?, 0)
-			ON CONFLICT (consumer, aggregate_id) DO UPDATE SET version = consumer.aggregate_versions.version
-			RETURNING version`, r.cfg.Name, e.AggregateID).Scan(&last).Error; err != nil {
-			return fmt.Errorf("version guard: %w", err)
-		}
-		if e.Version <= last {
+		if e.Version <= last[0] {
 			out = stale
 			return nil // the inbox entry stays: this message was seen
 		}
-		if err := r.handler.Apply(ctx, tx, e, last); err != nil {
+		if err := r.handler.Apply(ctx, tx, e, last[0]); err != nil {
 			return err
 		}
 		if err := tx.Exec(`UPDATE consumer.aggregate_versions SET version = ?, applied_at = now() WHERE consumer = ? AND aggregate_id = ?`,
