@@ -111,6 +111,8 @@ step expire-drain -bench 'BenchmarkExpireDrain$' -benchtime "${PIN_BENCH_DRAIN_I
 step forwarder -bench 'BenchmarkCommitToKafka$' -benchtime 1x -v \
   $(profile forwarder) ./platform/outbox/
 PIN_BENCH_PIN_BINARY=$root/$out/bin/pin step api -bench 'BenchmarkAPI$' -benchtime 1x -v ./cmd/pinload/
+step boost-consumer -bench 'BenchmarkBoostConsumer$' -benchtime 1x -v ./modules/boost/
+PIN_BENCH_PIN_BINARY=$root/$out/bin/pin step boost-e2e -bench 'BenchmarkBoostEndToEnd$' -benchtime 1x -v ./cmd/pinload/
 if [ "${PIN_BENCH_PROFILE:-}" = 1 ]; then
   # shellcheck disable=SC2046
   step api-inprocess -bench 'BenchmarkAPIInProcess$' -benchtime 1x $(profile api-inprocess) ./cmd/pinload/
@@ -164,6 +166,11 @@ row "pgbench p99 (same clients)" "$(metric api BenchmarkAPI pgbench-p99-ms)" ">=
 row "API errors" "$(metric api BenchmarkAPI api-errors)" "==" 0 "" api
 row "pin serve peak RSS idle (VmHWM)" "$(metric api BenchmarkAPI idle-MB)" "<" 60 "MB" api
 row "pin serve peak RSS under load (VmHWM)" "$(metric api BenchmarkAPI load-MB)" "<" 150 "MB" api
+row "boost consumer: events applied/s" "$(metric boost-consumer BenchmarkBoostConsumer events/s)" ">=" 2000 "events/s" boost-consumer
+row "  same-run bound: 1 commit/event, 3 workers" "$(metric boost-consumer BenchmarkBoostConsumer bound-tx/s)" ">=" 0 "tx/s" boost-consumer
+row "  consumer / bound" "$(metric boost-consumer BenchmarkBoostConsumer events/bound)" ">=" 0 "x" boost-consumer
+row "API commit->boost projection p50 @200/s" "$(metric boost-e2e BenchmarkBoostEndToEnd p50-ms)" ">=" 0 "ms" boost-e2e
+row "API commit->boost projection p99 @200/s" "$(metric boost-e2e BenchmarkBoostEndToEnd p99-ms)" "<" 60000 "ms" boost-e2e
 echo
 echo "load average during each step (mean, max): $(tr '\n' ';' <"$out/step-load.txt")"
 echo "raw output: $out/ (benchstat-compatible: benchstat $out/expire-batch.txt)"
