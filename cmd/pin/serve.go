@@ -204,6 +204,7 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 	if dev || cfg.BoostProjection == "on" {
 		projection, err := boost.New(boost.Deps{
 			DB:         p.db,
+			APIDB:      p.apiDB,
 			Auth:       authn,
 			Brokers:    cfg.KafkaBrokers,
 			Logger:     p.logger,

@@ -36,8 +36,10 @@ const PathBoost = "/api/developers/v1/promotion-boosts/:targetKind/:targetId"
 
 // Deps is what the host gives the module.
 type Deps struct {
-	// DB is the service's database (required).
+	// DB is the service's database (required); the consumer writes through it.
 	DB *gorm.DB
+	// APIDB serves the route, with the API pool's timeouts; DB when nil.
+	APIDB *gorm.DB
 	// Auth verifies bearer tokens on the route (required).
 	Auth *auth.Authenticator
 	// Brokers are the Kafka bootstrap brokers (required).
@@ -55,7 +57,7 @@ type Deps struct {
 
 // Module is the boost projection, ready to be registered with the host.
 type Module struct {
-	db      *gorm.DB
+	db      *gorm.DB // the route's pool
 	auth    *auth.Authenticator
 	runners []host.Runner
 }
@@ -86,7 +88,10 @@ func New(d Deps) (*Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boost: %w", err)
 	}
-	return &Module{db: d.DB, auth: d.Auth, runners: []host.Runner{runner, cleaner}}, nil
+	if d.APIDB == nil {
+		d.APIDB = d.DB
+	}
+	return &Module{db: d.APIDB, auth: d.Auth, runners: []host.Runner{runner, cleaner}}, nil
 }
 
 // Name returns "boost".
