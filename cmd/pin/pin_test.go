@@ -94,6 +94,7 @@ func TestBadConfigurationExitsTwoNamingTheVariable(t *testing.T) {
 	}{
 		{"interval too short", append([]string{"PIN_EXPIRE_INTERVAL=10s"}, serveEnv...), []string{"serve"}, "PIN_EXPIRE_INTERVAL"},
 		{"no brokers", []string{"PIN_AUTH_JWT_SECRET=" + jwtSecret}, []string{"serve"}, "PIN_KAFKA_BROKERS"},
+		{"boost projection neither on nor off", append([]string{"PIN_BOOST_PROJECTION=true"}, serveEnv...), []string{"serve"}, "PIN_BOOST_PROJECTION"},
 		{"no secret", []string{"PIN_KAFKA_BROKERS=127.0.0.1:1"}, []string{"serve"}, "PIN_AUTH_JWT_SECRET"},
 		{"malformed database url", append([]string{"PIN_DATABASE_URL=postgres://%zz"}, serveEnv...), []string{"serve"}, "PIN_DATABASE_URL"},
 		{"batch size out of range", []string{"PIN_EXPIRE_BATCH_SIZE=0"}, []string{"expire-promotions", "--once"}, "PIN_EXPIRE_BATCH_SIZE"},
