@@ -30,6 +30,7 @@ Usage:
   pin dev                                     serve on one machine with only PostgreSQL (embedded Kafka-protocol broker)
   pin migrate up|down|status                  apply, revert one, or list the embedded migrations
   pin expire-promotions --once [--batch-size N]  run exactly one expiry cycle and print its JSON result
+  pin kafka create-topics [--replication-factor N] [--retention D]  create the module's missing topics (3 partitions)
   pin token --tenant UUID [--user UUID] [--role ROLE]...  print a development JWT
   pin healthcheck                             exit 0 when the local server's /readyz answers 200
   pin version                                 print the version
@@ -59,7 +60,13 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	case "serve":
 		err = serve(ctx, environ, stdout, stderr, false)
 	case "dev":
+		if !devIncluded {
+			err = usageError{"dev: not in this build (built with -tags production, as the container image is); build a binary with it: make build, or go build ./cmd/pin"}
+			break
+		}
 		err = serve(ctx, environ, stdout, stderr, true)
+	case "kafka":
+		err = kafkaCommand(ctx, args[1:], environ, stdout)
 	case "migrate":
 		err = migrate(ctx, args[1:], environ, stdout)
 	case "expire-promotions":

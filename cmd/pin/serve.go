@@ -116,6 +116,9 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 	if err != nil {
 		return err
 	}
+	if dev && len(cfg.KafkaBrokers) == 0 && (cfg.KafkaSASLMechanism != "" || cfg.KafkaTLS) {
+		return &config.Error{Var: "PIN_KAFKA_BROKERS", Rule: "is required when Kafka security is set: the embedded broker of pin dev is plaintext"}
+	}
 	if dev {
 		if err := postgres.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
 			return err
@@ -149,7 +152,7 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 			return err
 		}
 		if len(cfg.KafkaBrokers) == 0 {
-			stopBroker, err := kafka.StartEmbedded(cfg.DevKafkaAddr, contract.Topic)
+			stopBroker, err := startDevBroker(cfg.DevKafkaAddr, contract.Topic)
 			if err != nil {
 				return fmt.Errorf("dev: embedded Kafka-protocol broker on %s (PIN_DEV_KAFKA_ADDR): %w", cfg.DevKafkaAddr, err)
 			}
@@ -183,15 +186,22 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 	}
 	h.AddModule(module)
 
+	sec := kafkaSecurity(cfg)
 	forwarder, err := outbox.NewForwarder(sqlDB, outbox.ForwarderConfig{
 		Brokers:      cfg.KafkaBrokers,
 		Topics:       []string{contract.Topic},
 		PollInterval: cfg.OutboxPollInterval,
+		Sarama:       kafka.NewProducerConfig("pin-outbox-forwarder", sec),
 	}, p.logger, p.reg, p.tp)
 	if err != nil {
 		return err
 	}
 	h.AddRunner(forwarder)
+	topicCheck, err := kafka.NewTopicCheck(cfg.KafkaBrokers, sec, moduleTopics, cfg.KafkaTopicCheckInterval, p.logger, p.reg)
+	if err != nil {
+		return err
+	}
+	h.AddRunner(topicCheck)
 	cleaner, err := outbox.NewRetentionCleaner(sqlDB, outbox.RetentionConfig{
 		Topics:    []string{contract.Topic},
 		Retention: cfg.OutboxRetention,
@@ -224,7 +234,7 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 			return err
 		}
 	}
-	p.logger.Info("pin started", "version", version(), "http_addr", cfg.HTTPAddr, "dev", dev)
+	p.logger.Info("pin started", "version", version(), "http_addr", cfg.HTTPAddr, "dev", dev, "kafka_brokers", cfg.KafkaBrokers, "kafka_security", sec)
 	if err := h.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

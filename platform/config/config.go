@@ -4,6 +4,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -45,6 +46,23 @@ type Config struct {
 	// ("on" or "off"); `pin dev` always runs it.
 	BoostProjection string `env:"PIN_BOOST_PROJECTION" envDefault:"off"`
 
+	// Kafka security (README, "Running in production").
+	KafkaSASLMechanism    string `env:"PIN_KAFKA_SASL_MECHANISM"`
+	KafkaSASLUsername     string `env:"PIN_KAFKA_SASL_USERNAME"`
+	KafkaSASLPassword     string `env:"PIN_KAFKA_SASL_PASSWORD"`
+	KafkaSASLPasswordFile string `env:"PIN_KAFKA_SASL_PASSWORD_FILE"`
+	KafkaTLS              bool   `env:"PIN_KAFKA_TLS" envDefault:"false"`
+	KafkaTLSCAFile        string `env:"PIN_KAFKA_TLS_CA_FILE"`
+	KafkaTLSCertFile      string `env:"PIN_KAFKA_TLS_CERT_FILE"`
+	KafkaTLSKeyFile       string `env:"PIN_KAFKA_TLS_KEY_FILE"`
+	KafkaTLSServerName    string `env:"PIN_KAFKA_TLS_SERVER_NAME"`
+	// KafkaTLSConfig is built by Load from the PIN_KAFKA_TLS* variables; nil
+	// when PIN_KAFKA_TLS is false.
+	KafkaTLSConfig *tls.Config `env:"-"`
+	// KafkaTopicCheckInterval is how often `pin serve` checks that the
+	// module's topics exist with their partition count.
+	KafkaTopicCheckInterval time.Duration `env:"PIN_KAFKA_TOPIC_CHECK_INTERVAL" envDefault:"1m"`
+
 	ShutdownTimeout time.Duration `env:"PIN_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	DevKafkaAddr    string        `env:"PIN_DEV_KAFKA_ADDR" envDefault:"127.0.0.1:9092"`
 }
@@ -85,6 +103,9 @@ func Load(environ []string, needs Requirement) (Config, error) {
 	}
 	cfg.KafkaBrokers = trimList(cfg.KafkaBrokers)
 	if err := cfg.validate(needs); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.kafkaSecurity(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
@@ -142,6 +163,9 @@ func (c Config) validate(needs Requirement) error {
 	}
 	if c.BoostProjection != "on" && c.BoostProjection != "off" {
 		return &Error{"PIN_BOOST_PROJECTION", fmt.Sprintf("must be on or off, got %q", c.BoostProjection)}
+	}
+	if c.KafkaTopicCheckInterval < time.Second || c.KafkaTopicCheckInterval > time.Hour {
+		return &Error{"PIN_KAFKA_TOPIC_CHECK_INTERVAL", "must be between 1s and 1h"}
 	}
 	if c.ShutdownTimeout < time.Second || c.ShutdownTimeout > 10*time.Minute {
 		return &Error{"PIN_SHUTDOWN_TIMEOUT", "must be between 1s and 10m"}
@@ -203,6 +227,8 @@ func describe(t reflect.Type) string {
 		return "a Go duration (e.g. 60s, 2m)"
 	case reflect.TypeOf(0):
 		return "an integer"
+	case reflect.TypeOf(false):
+		return "a boolean (true or false)"
 	}
 	return t.String()
 }

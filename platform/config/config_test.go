@@ -1,12 +1,15 @@
 package config_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/platform/config"
+	"github.com/pinmarket/pin/platform/testbed"
 )
 
 const secret = "0123456789abcdef0123456789abcdef"
@@ -80,4 +83,81 @@ func TestLoadMissingRequired(t *testing.T) {
 	require.ErrorContains(t, err, "PIN_AUTH_JWT_SECRET")
 	_, err = config.Load(nil, 0)
 	require.NoError(t, err, "dev and migrate need neither")
+}
+
+func TestLoadKafkaSecurity(t *testing.T) {
+	t.Parallel()
+	ca := testbed.NewCA(t)
+	_, client := ca.Issue(t, "pin")
+	dir := t.TempDir()
+	passwordFile := filepath.Join(dir, "password")
+	require.NoError(t, os.WriteFile(passwordFile, []byte("s3cret-from-file\n"), 0o600))
+
+	cfg, err := config.Load([]string{
+		"PIN_KAFKA_SASL_MECHANISM=SCRAM-SHA-512",
+		"PIN_KAFKA_SASL_USERNAME=pin",
+		"PIN_KAFKA_SASL_PASSWORD_FILE=" + passwordFile,
+		"PIN_KAFKA_TLS=true",
+		"PIN_KAFKA_TLS_CA_FILE=" + ca.File,
+		"PIN_KAFKA_TLS_CERT_FILE=" + client.Cert,
+		"PIN_KAFKA_TLS_KEY_FILE=" + client.Key,
+		"PIN_KAFKA_TLS_SERVER_NAME=kafka.internal",
+	}, 0)
+	require.NoError(t, err)
+	require.Equal(t, "s3cret-from-file", cfg.KafkaSASLPassword, "one trailing newline of the file is dropped")
+	require.NotNil(t, cfg.KafkaTLSConfig)
+	require.Equal(t, "kafka.internal", cfg.KafkaTLSConfig.ServerName)
+	require.Len(t, cfg.KafkaTLSConfig.Certificates, 1)
+	require.NotNil(t, cfg.KafkaTLSConfig.RootCAs)
+
+	cfg, err = config.Load([]string{"PIN_KAFKA_TLS=true"}, 0)
+	require.NoError(t, err)
+	require.NotNil(t, cfg.KafkaTLSConfig, "TLS with the system roots")
+	require.Nil(t, cfg.KafkaTLSConfig.RootCAs)
+	cfg, err = config.Load(nil, 0)
+	require.NoError(t, err)
+	require.Nil(t, cfg.KafkaTLSConfig, "plaintext by default")
+}
+
+func TestLoadRejectsKafkaSecurity(t *testing.T) {
+	t.Parallel()
+	ca := testbed.NewCA(t)
+	_, client := ca.Issue(t, "pin")
+	_, other := ca.Issue(t, "other")
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "not.pem")
+	require.NoError(t, os.WriteFile(notPEM, []byte("hello"), 0o600))
+	missing := filepath.Join(dir, "missing")
+	const password = "do-not-print-me"
+	sasl := []string{"PIN_KAFKA_SASL_MECHANISM=PLAIN", "PIN_KAFKA_SASL_USERNAME=pin", "PIN_KAFKA_SASL_PASSWORD=" + password}
+	tests := []struct {
+		name    string
+		env     []string
+		wantVar string
+	}{
+		{"unknown mechanism", []string{"PIN_KAFKA_SASL_MECHANISM=GSSAPI", "PIN_KAFKA_SASL_USERNAME=pin", "PIN_KAFKA_SASL_PASSWORD=" + password}, "PIN_KAFKA_SASL_MECHANISM"},
+		{"mechanism without user", []string{"PIN_KAFKA_SASL_MECHANISM=SCRAM-SHA-256", "PIN_KAFKA_SASL_PASSWORD=" + password}, "PIN_KAFKA_SASL_USERNAME"},
+		{"mechanism without password", []string{"PIN_KAFKA_SASL_MECHANISM=SCRAM-SHA-256", "PIN_KAFKA_SASL_USERNAME=pin"}, "PIN_KAFKA_SASL_PASSWORD"},
+		{"credentials without mechanism", []string{"PIN_KAFKA_SASL_USERNAME=pin", "PIN_KAFKA_SASL_PASSWORD=" + password}, "PIN_KAFKA_SASL_MECHANISM"},
+		{"password and password file", append([]string{"PIN_KAFKA_SASL_PASSWORD_FILE=" + notPEM}, sasl...), "PIN_KAFKA_SASL_PASSWORD_FILE"},
+		{"unreadable password file", []string{"PIN_KAFKA_SASL_MECHANISM=PLAIN", "PIN_KAFKA_SASL_USERNAME=pin", "PIN_KAFKA_SASL_PASSWORD_FILE=" + missing}, "PIN_KAFKA_SASL_PASSWORD_FILE"},
+		{"tls not a boolean", []string{"PIN_KAFKA_TLS=yes please"}, "PIN_KAFKA_TLS"},
+		{"ca file without tls", []string{"PIN_KAFKA_TLS_CA_FILE=" + ca.File}, "PIN_KAFKA_TLS"},
+		{"unreadable ca file", []string{"PIN_KAFKA_TLS=true", "PIN_KAFKA_TLS_CA_FILE=" + missing}, "PIN_KAFKA_TLS_CA_FILE"},
+		{"ca file without a certificate", []string{"PIN_KAFKA_TLS=true", "PIN_KAFKA_TLS_CA_FILE=" + notPEM}, "PIN_KAFKA_TLS_CA_FILE"},
+		{"key without certificate", []string{"PIN_KAFKA_TLS=true", "PIN_KAFKA_TLS_KEY_FILE=" + client.Key}, "PIN_KAFKA_TLS_CERT_FILE"},
+		{"certificate without key", []string{"PIN_KAFKA_TLS=true", "PIN_KAFKA_TLS_CERT_FILE=" + client.Cert}, "PIN_KAFKA_TLS_KEY_FILE"},
+		{"unreadable key", []string{"PIN_KAFKA_TLS=true", "PIN_KAFKA_TLS_CERT_FILE=" + client.Cert, "PIN_KAFKA_TLS_KEY_FILE=" + missing}, "PIN_KAFKA_TLS_KEY_FILE"},
+		{"key of another certificate", []string{"PIN_KAFKA_TLS=true", "PIN_KAFKA_TLS_CERT_FILE=" + client.Cert, "PIN_KAFKA_TLS_KEY_FILE=" + other.Key}, "PIN_KAFKA_TLS_CERT_FILE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := config.Load(tt.env, 0)
+			var cfgErr *config.Error
+			require.ErrorAs(t, err, &cfgErr)
+			require.Equal(t, tt.wantVar, cfgErr.Var, err.Error())
+			require.NotContains(t, err.Error(), password, "a secret never appears in an error")
+		})
+	}
 }

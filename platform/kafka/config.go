@@ -1,6 +1,7 @@
 // Package kafka holds what the service needs to speak to Kafka: the Sarama
-// producer configuration, the record layout of outbox messages (Marshaler)
-// and an embedded Kafka-protocol broker for `pin dev`.
+// producer configuration and its security (SASL, TLS), the record layout of
+// outbox messages (Marshaler), topic creation and checks, and an embedded
+// Kafka-protocol broker for `pin dev` (left out of builds tagged production).
 package kafka
 
 import (

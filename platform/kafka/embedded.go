@@ -1,3 +1,5 @@
+//go:build !production
+
 package kafka
 
 import (
@@ -10,7 +12,7 @@ import (
 
 // EmbeddedPartitions is the partition count of the topics StartEmbedded
 // creates, as in production.
-const EmbeddedPartitions = 3
+const EmbeddedPartitions = TopicPartitions
 
 // StartEmbedded starts an in-process Kafka-protocol broker (franz-go's
 // kfake) listening on addr (host:port) with topics created. It is for

@@ -1,9 +1,11 @@
 package testbed
 
 import (
+	"crypto/tls"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // KafkaPartitions is the partition count of every topic NewKafka seeds; it
@@ -15,9 +17,65 @@ const KafkaPartitions = 3
 // partitions, and stops it when tb ends. It returns the bootstrap brokers.
 func NewKafka(tb testing.TB, topics ...string) []string {
 	tb.Helper()
+	return NewSecureKafka(tb, KafkaSecurity{}, topics...)
+}
+
+// KafkaSecurity is what a secured test broker demands.
+type KafkaSecurity struct {
+	// TLS is the broker's TLS configuration (see CA.ServerTLS); nil is
+	// plaintext.
+	TLS *tls.Config
+	// Users are the SASL accounts; none means no SASL.
+	Users []KafkaUser
+	// ACLs turns authorization on: only superusers and the grants of
+	// KafkaUser.Allow pass.
+	ACLs bool
+}
+
+// KafkaUser is a SASL account of a test broker.
+type KafkaUser struct {
+	Mechanism, Name, Password string
+	// Superuser bypasses every ACL.
+	Superuser bool
+	// Allow lists the operations granted on the topics seeded (literal
+	// names), e.g. kmsg.ACLOperationWrite.
+	Allow []kmsg.ACLOperation
+}
+
+// NewSecureKafka is NewKafka with authentication, TLS and ACLs as sec says.
+func NewSecureKafka(tb testing.TB, sec KafkaSecurity, topics ...string) []string {
+	tb.Helper()
 	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(0)}
 	if len(topics) > 0 {
 		opts = append(opts, kfake.SeedTopics(KafkaPartitions, topics...))
+	}
+	if sec.TLS != nil {
+		opts = append(opts, kfake.TLS(sec.TLS))
+	}
+	if len(sec.Users) > 0 {
+		opts = append(opts, kfake.EnableSASL())
+	}
+	if sec.ACLs {
+		opts = append(opts, kfake.EnableACLs())
+	}
+	for _, u := range sec.Users {
+		if u.Superuser {
+			opts = append(opts, kfake.Superuser(u.Mechanism, u.Name, u.Password))
+			continue
+		}
+		var acls []kfake.ACL
+		for _, op := range u.Allow {
+			for _, t := range topics {
+				acls = append(acls, kfake.ACL{
+					Resource:  kmsg.ACLResourceTypeTopic,
+					Name:      t,
+					Pattern:   kmsg.ACLResourcePatternTypeLiteral,
+					Operation: op,
+					Allow:     true,
+				})
+			}
+		}
+		opts = append(opts, kfake.User(u.Mechanism, u.Name, u.Password, acls...))
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {

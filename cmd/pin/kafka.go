@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/platform/config"
+	"github.com/pinmarket/pin/platform/kafka"
+)
+
+// moduleTopics are the topics the modules publish to, as they must exist.
+var moduleTopics = []kafka.Topic{{Name: contract.Topic, Partitions: kafka.TopicPartitions}}
+
+// kafkaSecurity carries the validated PIN_KAFKA_SASL_* and PIN_KAFKA_TLS*
+// settings to the Kafka clients.
+func kafkaSecurity(cfg config.Config) kafka.Security {
+	return kafka.Security{
+		SASLMechanism: cfg.KafkaSASLMechanism,
+		SASLUsername:  cfg.KafkaSASLUsername,
+		SASLPassword:  cfg.KafkaSASLPassword,
+		TLS:           cfg.KafkaTLSConfig,
+	}
+}
+
+// kafkaCommand runs `pin kafka create-topics [--replication-factor N]
+// [--retention D]`: it creates the module's missing topics on
+// PIN_KAFKA_BROKERS and prints one line per topic saying what it did.
+func kafkaCommand(_ context.Context, args, environ []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "create-topics" {
+		return usageError{"kafka: the only subcommand is create-topics"}
+	}
+	fs := flag.NewFlagSet("kafka create-topics", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	replication := fs.Int("replication-factor", 3, "replicas of each partition of a created topic")
+	retention := fs.Duration("retention", 7*24*time.Hour, "retention.ms of a created topic, as a Go duration")
+	if err := fs.Parse(args[1:]); err != nil {
+		return usageError{"kafka create-topics: " + err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("kafka create-topics: unexpected argument %q", fs.Arg(0))}
+	}
+	if *replication < 1 || *replication > 32767 {
+		return usageError{fmt.Sprintf("kafka create-topics: --replication-factor %d must be 1 or more", *replication)}
+	}
+	if *retention < time.Hour {
+		return usageError{fmt.Sprintf("kafka create-topics: --retention %s must be at least 1h", *retention)}
+	}
+	cfg, err := config.Load(environ, config.NeedKafka)
+	if err != nil {
+		return err
+	}
+	results, err := kafka.CreateTopics(cfg.KafkaBrokers, kafkaSecurity(cfg), moduleTopics, kafka.CreateOptions{
+		ReplicationFactor: int16(*replication),
+		Retention:         *retention,
+	})
+	for _, r := range results {
+		if r.Created {
+			fmt.Fprintf(stdout, "created %s: %d partitions, replication factor %d, retention %s\n", r.Name, r.Partitions, *replication, *retention)
+		} else {
+			fmt.Fprintf(stdout, "found %s: %d partitions (needs %d), left as it is\n", r.Name, r.Found, r.Partitions)
+		}
+	}
+	if errors.Is(err, kafka.ErrPartitionCount) {
+		return fmt.Errorf("kafka create-topics: %w (see docs/runbooks/kafka-topic.md)", err)
+	}
+	if err != nil {
+		return fmt.Errorf("kafka create-topics: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package kafka_test
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+const secTopic = "pin.test.secured"
+
+func TestProducerReachesASecuredBroker(t *testing.T) {
+	t.Parallel()
+	ca := testbed.NewCA(t)
+	clientPair, _ := ca.Issue(t, "pin")
+	trust := &tls.Config{RootCAs: ca.Pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}
+	mtls := trust.Clone()
+	mtls.Certificates = []tls.Certificate{clientPair}
+	stranger, _ := testbed.NewCA(t).Issue(t, "pin")
+	untrusted := trust.Clone()
+	untrusted.Certificates = []tls.Certificate{stranger}
+
+	tests := []struct {
+		name   string
+		broker testbed.KafkaSecurity
+		client kafka.Security
+		wantOK bool
+	}{
+		{"SCRAM-SHA-512 over TLS", brokerWith(ca.ServerTLS(t, nil), kafka.MechanismSCRAMSHA512), scram(kafka.MechanismSCRAMSHA512, "right", trust), true},
+		{"SCRAM-SHA-256 over TLS", brokerWith(ca.ServerTLS(t, nil), kafka.MechanismSCRAMSHA256), scram(kafka.MechanismSCRAMSHA256, "right", trust), true},
+		{"PLAIN over TLS", brokerWith(ca.ServerTLS(t, nil), kafka.MechanismPlain), scram(kafka.MechanismPlain, "right", trust), true},
+		{"mTLS", testbed.KafkaSecurity{TLS: ca.ServerTLS(t, ca.Pool)}, kafka.Security{TLS: mtls}, true},
+		{"wrong password", brokerWith(ca.ServerTLS(t, nil), kafka.MechanismSCRAMSHA512), scram(kafka.MechanismSCRAMSHA512, "wrong", trust), false},
+		{"untrusted client certificate", testbed.KafkaSecurity{TLS: ca.ServerTLS(t, ca.Pool)}, kafka.Security{TLS: untrusted}, false},
+		{"broker not trusted", brokerWith(ca.ServerTLS(t, nil), kafka.MechanismSCRAMSHA512), scram(kafka.MechanismSCRAMSHA512, "right", &tls.Config{MinVersion: tls.VersionTLS12}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			brokers := testbed.NewSecureKafka(t, tt.broker, secTopic)
+			cfg := kafka.NewProducerConfig("test", tt.client)
+			cfg.Metadata.Retry.Max = 0
+			producer, err := sarama.NewSyncProducer(brokers, cfg)
+			if err == nil {
+				defer producer.Close()
+				_, _, err = producer.SendMessage(&sarama.ProducerMessage{Topic: secTopic, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("v")})
+			}
+			if tt.wantOK {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			require.NotContains(t, err.Error(), "wrong", "the password never appears in an error")
+		})
+	}
+}
+
+// TestProducerNeedsOnlyWriteOnTheTopic shows the ACLs of
+// docs/operations.md suffice: WRITE on the topic (which implies DESCRIBE)
+// lets the idempotent producer publish; a user with READ only cannot.
+func TestProducerNeedsOnlyWriteOnTheTopic(t *testing.T) {
+	t.Parallel()
+	ca := testbed.NewCA(t)
+	brokers := testbed.NewSecureKafka(t, testbed.KafkaSecurity{
+		TLS:  ca.ServerTLS(t, nil),
+		ACLs: true,
+		Users: []testbed.KafkaUser{
+			{Mechanism: kafka.MechanismSCRAMSHA512, Name: "writer", Password: "w", Allow: []kmsg.ACLOperation{kmsg.ACLOperationWrite}},
+			{Mechanism: kafka.MechanismSCRAMSHA512, Name: "reader", Password: "r", Allow: []kmsg.ACLOperation{kmsg.ACLOperationRead}},
+		},
+	}, secTopic)
+	trust := &tls.Config{RootCAs: ca.Pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}
+	send := func(user, password string) error {
+		cfg := kafka.NewProducerConfig("test", kafka.Security{SASLMechanism: kafka.MechanismSCRAMSHA512, SASLUsername: user, SASLPassword: password, TLS: trust})
+		producer, err := sarama.NewSyncProducer(brokers, cfg)
+		if err != nil {
+			return err
+		}
+		defer producer.Close()
+		_, _, err = producer.SendMessage(&sarama.ProducerMessage{Topic: secTopic, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("v")})
+		return err
+	}
+	require.NoError(t, send("writer", "w"))
+	require.Error(t, send("reader", "r"), "ACLs are enforced")
+}
+
+func TestCreateTopicsIsIdempotent(t *testing.T) {
+	t.Parallel()
+	ca := testbed.NewCA(t)
+	brokers := testbed.NewSecureKafka(t, testbed.KafkaSecurity{
+		TLS:   ca.ServerTLS(t, nil),
+		ACLs:  true,
+		Users: []testbed.KafkaUser{{Mechanism: kafka.MechanismSCRAMSHA512, Name: "admin", Password: "a", Superuser: true}},
+	}, "existing.six")
+	sec := scram(kafka.MechanismSCRAMSHA512, "a", &tls.Config{RootCAs: ca.Pool, ServerName: "localhost", MinVersion: tls.VersionTLS12})
+	sec.SASLUsername = "admin"
+	topics := []kafka.Topic{{Name: secTopic, Partitions: 3}}
+	opts := kafka.CreateOptions{ReplicationFactor: 1, Retention: 7 * 24 * time.Hour}
+
+	res, err := kafka.CreateTopics(brokers, sec, topics, opts)
+	require.NoError(t, err)
+	require.Equal(t, []kafka.TopicResult{{Topic: topics[0], Created: true}}, res)
+	res, err = kafka.CreateTopics(brokers, sec, topics, opts)
+	require.NoError(t, err)
+	require.Equal(t, []kafka.TopicResult{{Topic: topics[0], Found: 3}}, res, "a second run finds it")
+
+	states, err := kafka.DescribeTopics(brokers, sec, []string{secTopic, "missing"})
+	require.NoError(t, err)
+	require.Equal(t, []kafka.TopicState{{Name: secTopic, Partitions: 3}, {Name: "missing"}}, states)
+
+	admin, err := sarama.NewClusterAdmin(brokers, kafka.AdminConfig("test", sec))
+	require.NoError(t, err)
+	defer admin.Close()
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: secTopic, ConfigNames: []string{"retention.ms"}})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, "604800000", entries[0].Value, "7 days")
+
+	// The seeded topic has 3 partitions; a declaration of 6 is reported.
+	_, err = kafka.CreateTopics(brokers, sec, []kafka.Topic{{Name: "existing.six", Partitions: 6}}, opts)
+	require.ErrorIs(t, err, kafka.ErrPartitionCount)
+}
+
+func TestTopicCheckExportsThePartitionCount(t *testing.T) {
+	t.Parallel()
+	ca := testbed.NewCA(t)
+	brokers := testbed.NewSecureKafka(t, testbed.KafkaSecurity{
+		TLS:   ca.ServerTLS(t, nil),
+		Users: []testbed.KafkaUser{{Mechanism: kafka.MechanismSCRAMSHA512, Name: "admin", Password: "a", Superuser: true}},
+	})
+	sec := scram(kafka.MechanismSCRAMSHA512, "a", &tls.Config{RootCAs: ca.Pool, ServerName: "localhost", MinVersion: tls.VersionTLS12})
+	sec.SASLUsername = "admin"
+	reg := prometheus.NewRegistry()
+	var logs testbed.SyncBuffer
+	check, err := kafka.NewTopicCheck(brokers, sec, []kafka.Topic{{Name: secTopic, Partitions: 3}}, 20*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)), reg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- check.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	gauge := func() (float64, bool) {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				if mf.GetName() == "pin_kafka_topic_partitions" && m.GetLabel()[0].GetValue() == secTopic {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+		return 0, false
+	}
+	is := func(want float64) func() bool {
+		return func() bool { v, ok := gauge(); return ok && v == want }
+	}
+	require.Eventually(t, is(0), 10*time.Second, 10*time.Millisecond, "a missing topic is 0; log:\n%s", &logs)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "kafka topic missing") }, 10*time.Second, 10*time.Millisecond)
+
+	_, err = kafka.CreateTopics(brokers, sec, []kafka.Topic{{Name: secTopic, Partitions: 3}}, kafka.CreateOptions{ReplicationFactor: 1, Retention: time.Hour})
+	require.NoError(t, err)
+	require.Eventually(t, is(3), 10*time.Second, 10*time.Millisecond, "a later check sees the topic")
+}
+
+func brokerWith(server *tls.Config, mechanism string) testbed.KafkaSecurity {
+	return testbed.KafkaSecurity{TLS: server, Users: []testbed.KafkaUser{{Mechanism: mechanism, Name: "pin", Password: "right", Superuser: true}}}
+}
+
+func scram(mechanism, password string, trust *tls.Config) kafka.Security {
+	return kafka.Security{SASLMechanism: mechanism, SASLUsername: "pin", SASLPassword: password, TLS: trust}
+}
