@@ -66,7 +66,7 @@ func kafkaCommand(_ context.Context, args, environ []string, stdout io.Writer) e
 		}
 	}
 	if errors.Is(err, kafka.ErrPartitionCount) {
-		return fmt.Errorf("kafka create-topics: %w (see docs/runbooks/kafka-topic.md)", err)
+		return fmt.Errorf("kafka create-topics: %w (see docs/runbooks/kafka.md)", err)
 	}
 	if err != nil {
 		return fmt.Errorf("kafka create-topics: %w", err)

@@ -103,6 +103,10 @@ func TestBadConfigurationExitsTwoNamingTheVariable(t *testing.T) {
 			[]string{"token", "--tenant", uuid.NewString()}, "PIN_AUTH_JWT_MAX_TTL"},
 		{"issuer with a space", append([]string{"PIN_AUTH_JWT_ISSUER=a b"}, serveEnv...), []string{"serve"}, "PIN_AUTH_JWT_ISSUER"},
 		{"audience with a control character", append([]string{"PIN_AUTH_JWT_AUDIENCE=a\x01"}, serveEnv...), []string{"serve"}, "PIN_AUTH_JWT_AUDIENCE"},
+		{"sasl mechanism without user", append([]string{"PIN_KAFKA_SASL_MECHANISM=SCRAM-SHA-512", "PIN_KAFKA_SASL_PASSWORD=kafka-secret-4c1d"}, serveEnv...), []string{"serve"}, "PIN_KAFKA_SASL_USERNAME"},
+		{"tls key without certificate", append([]string{"PIN_KAFKA_TLS=true", "PIN_KAFKA_TLS_KEY_FILE=/nonexistent/key.pem"}, serveEnv...), []string{"serve"}, "PIN_KAFKA_TLS_CERT_FILE"},
+		{"unreadable password file", append([]string{"PIN_KAFKA_SASL_MECHANISM=PLAIN", "PIN_KAFKA_SASL_USERNAME=pin", "PIN_KAFKA_SASL_PASSWORD_FILE=/nonexistent/password"}, serveEnv...), []string{"kafka", "create-topics"}, "PIN_KAFKA_SASL_PASSWORD_FILE"},
+		{"create-topics without brokers", nil, []string{"kafka", "create-topics"}, "PIN_KAFKA_BROKERS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,13 +116,14 @@ func TestBadConfigurationExitsTwoNamingTheVariable(t *testing.T) {
 			lines := strings.Split(strings.TrimSpace(stderr), "\n")
 			require.Len(t, lines, 1, "one line, got: %s", stderr)
 			require.Contains(t, lines[0], tt.wantVar)
+			require.NotContains(t, stderr, "kafka-secret-4c1d", "a secret is never echoed")
 		})
 	}
 }
 
 func TestBadCommandLineExitsTwo(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{}, {"nonsense"}, {"migrate"}, {"migrate", "sideways"}, {"expire-promotions"}, {"expire-promotions", "--once", "--batch-size", "0"}, {"expire-promotions", "--once", "--batch-size", "10001"}, {"token"}} {
+	for _, args := range [][]string{{}, {"nonsense"}, {"migrate"}, {"migrate", "sideways"}, {"kafka"}, {"kafka", "delete-topics"}, {"kafka", "create-topics", "--replication-factor", "0"}, {"kafka", "create-topics", "--retention", "1m"}, {"expire-promotions"}, {"expire-promotions", "--once", "--batch-size", "0"}, {"expire-promotions", "--once", "--batch-size", "10001"}, {"token"}} {
 		_, stderr, code := run(t, nil, args...)
 		require.Equal(t, 2, code, "pin %v: %s", args, stderr)
 	}

@@ -55,6 +55,7 @@ var plannedMetrics = []string{
 	"pin_consumer_duplicates_total",
 	"pin_consumer_stale_total",
 	"pin_consumer_dead_letters_total",
+	"pin_kafka_topic_partitions",
 }
 
 // TestPromtool runs `promtool check rules` and the unit tests of the alerts.
@@ -119,6 +120,7 @@ func TestAlertRules(t *testing.T) {
 		"PromotionExpireJobNotRunning", "PromotionExpireBacklogHigh", "PromotionExpireErrors",
 		"PromotionOutboxBacklogHigh", "PromotionOutboxDeadLetters", "PromotionOutboxLagGrowing",
 		"PromotionConsumerDelayHigh", "PromotionConsumerDeadLetters",
+		"PromotionKafkaTopicMisconfigured",
 	}, names)
 }
 
