@@ -49,17 +49,13 @@ func TestServePublishesThroughSCRAMOverTLSWithAWriteOnlyUser(t *testing.T) {
 	passwordFile := filepath.Join(t.TempDir(), "kafka-password")
 	require.NoError(t, os.WriteFile(passwordFile, []byte(wrongPassword+"\n"), 0o600))
 	env := func() []string {
-		return []string{
-			"PIN_DATABASE_URL=" + db.URL,
-			"PIN_HTTP_ADDR=" + freeAddr(t),
-			"PIN_AUTH_JWT_SECRET=" + jwtSecret,
-			"PIN_KAFKA_BROKERS=" + strings.Join(brokers, ","),
+		return serveEnv(t, db, brokers,
 			"PIN_KAFKA_SASL_MECHANISM=SCRAM-SHA-512",
 			"PIN_KAFKA_SASL_USERNAME=pin",
-			"PIN_KAFKA_SASL_PASSWORD_FILE=" + passwordFile,
+			"PIN_KAFKA_SASL_PASSWORD_FILE="+passwordFile,
 			"PIN_KAFKA_TLS=true",
-			"PIN_KAFKA_TLS_CA_FILE=" + ca.File,
-		}
+			"PIN_KAFKA_TLS_CA_FILE="+ca.File,
+		)
 	}
 	reader := []kgo.Opt{
 		kgo.DialTLSConfig(&tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12}),
@@ -82,17 +78,13 @@ func TestServePublishesThroughMutualTLS(t *testing.T) {
 	db := testbed.NewDatabase(t)
 	client := untrusted
 	env := func() []string {
-		return []string{
-			"PIN_DATABASE_URL=" + db.URL,
-			"PIN_HTTP_ADDR=" + freeAddr(t),
-			"PIN_AUTH_JWT_SECRET=" + jwtSecret,
-			"PIN_KAFKA_BROKERS=" + strings.Join(brokers, ","),
+		return serveEnv(t, db, brokers,
 			"PIN_KAFKA_TLS=true",
-			"PIN_KAFKA_TLS_CA_FILE=" + ca.File,
-			"PIN_KAFKA_TLS_CERT_FILE=" + client.Cert,
-			"PIN_KAFKA_TLS_KEY_FILE=" + client.Key,
+			"PIN_KAFKA_TLS_CA_FILE="+ca.File,
+			"PIN_KAFKA_TLS_CERT_FILE="+client.Cert,
+			"PIN_KAFKA_TLS_KEY_FILE="+client.Key,
 			"PIN_KAFKA_TLS_SERVER_NAME=localhost",
-		}
+		)
 	}
 	readerPair, _ := ca.Issue(t, "reader")
 	reader := []kgo.Opt{kgo.DialTLSConfig(&tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{readerPair}, MinVersion: tls.VersionTLS12})}
@@ -129,6 +121,18 @@ func requireHeldUntilFixed(t *testing.T, env func() []string, reader []kgo.Opt, 
 	exit, _ = fixed.stop(t)
 	require.Equal(t, 0, exit)
 	requireNoSecret(t, fixed.out.String(), secrets...)
+}
+
+// serveEnv is the environment of a `pin serve` on db and brokers, on a
+// free HTTP port, with the Kafka settings given.
+func serveEnv(t *testing.T, db *testbed.Database, brokers []string, kafka ...string) []string {
+	t.Helper()
+	return append([]string{
+		"PIN_DATABASE_URL=" + db.URL,
+		"PIN_HTTP_ADDR=" + freeAddr(t),
+		"PIN_AUTH_JWT_SECRET=" + jwtSecret,
+		"PIN_KAFKA_BROKERS=" + strings.Join(brokers, ","),
+	}, kafka...)
 }
 
 func requireNoSecret(t *testing.T, output string, secrets ...string) {
@@ -181,33 +185,42 @@ func metricValue(t *testing.T, s *server, series string) float64 {
 	return sum
 }
 
-// statusesOnTopic reads the topic from the start until n events of the
-// purchase arrived and returns their payload statuses in order.
-func statusesOnTopic(t *testing.T, brokers []string, opts []kgo.Opt, purchaseID string, n int) []string {
+// purchaseRecords reads the topic from the start until n records of the
+// purchase arrived (or testbed.ForwardDeadline passed) and returns them in order.
+func purchaseRecords(t *testing.T, brokers []string, opts []kgo.Opt, purchaseID string, n int) []*kgo.Record {
 	t.Helper()
 	client, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	}, opts...)...)
 	require.NoError(t, err)
 	defer client.Close()
-	var statuses []string
+	var records []*kgo.Record
 	deadline := time.Now().Add(testbed.ForwardDeadline)
-	for len(statuses) < n && time.Now().Before(deadline) {
+	for len(records) < n && time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		fetches := client.PollFetches(ctx)
 		cancel()
 		fetches.EachRecord(func(r *kgo.Record) {
-			if string(r.Key) != purchaseID {
-				return
+			if string(r.Key) == purchaseID {
+				records = append(records, r)
 			}
-			var env struct {
-				Payload struct {
-					Status string `json:"status"`
-				} `json:"payload"`
-			}
-			require.NoError(t, json.Unmarshal(r.Value, &env))
-			statuses = append(statuses, env.Payload.Status)
 		})
+	}
+	return records
+}
+
+// statusesOnTopic returns the payload statuses of purchaseRecords.
+func statusesOnTopic(t *testing.T, brokers []string, opts []kgo.Opt, purchaseID string, n int) []string {
+	t.Helper()
+	var statuses []string
+	for _, r := range purchaseRecords(t, brokers, opts, purchaseID, n) {
+		var env struct {
+			Payload struct {
+				Status string `json:"status"`
+			} `json:"payload"`
+		}
+		require.NoError(t, json.Unmarshal(r.Value, &env))
+		statuses = append(statuses, env.Payload.Status)
 	}
 	return statuses
 }

@@ -26,7 +26,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -175,25 +174,8 @@ func freeAddr(t *testing.T) string {
 type server struct {
 	cmd    *exec.Cmd
 	base   string
-	out    *syncBuffer
+	out    *testbed.SyncBuffer
 	waited chan error
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func startServer(t *testing.T, env []string, args ...string) *server {
@@ -205,7 +187,7 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 		}
 	}
 	require.NotEmpty(t, httpAddr)
-	s := &server{base: "http://" + httpAddr, out: &syncBuffer{}, waited: make(chan error, 1)}
+	s := &server{base: "http://" + httpAddr, out: &testbed.SyncBuffer{}, waited: make(chan error, 1)}
 	s.cmd = pinCmd(context.Background(), env, args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	require.NoError(t, s.cmd.Start())
@@ -332,38 +314,26 @@ func TestDevFromPurchaseToKafkaAndBack(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "%v", cancelled)
 	require.Equal(t, "Cancelled", cancelled["status"])
 
-	client, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(t, err)
-	defer client.Close()
 	var statuses []string
-	deadline := time.Now().Add(testbed.ForwardDeadline)
-	for len(statuses) < 2 && time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		fetches := client.PollFetches(ctx)
-		cancel()
-		fetches.EachRecord(func(r *kgo.Record) {
-			if string(r.Key) != purchaseID {
-				return
-			}
-			headers := map[string]string{}
-			for _, h := range r.Headers {
-				headers[h.Key] = string(h.Value)
-			}
-			require.Equal(t, "pin.promotion.purchase-changed", headers["event_type"])
-			require.Equal(t, "1", headers["contract_version"])
-			require.NotEmpty(t, headers["message_id"])
-			require.NotEmpty(t, headers["correlation_id"])
-			var env struct {
-				MessageID string `json:"messageId"`
-				Payload   struct {
-					Status  string `json:"status"`
-					Version int    `json:"version"`
-				} `json:"payload"`
-			}
-			require.NoError(t, json.Unmarshal(r.Value, &env))
-			require.Equal(t, headers["message_id"], env.MessageID)
-			statuses = append(statuses, env.Payload.Status)
-		})
+	for _, r := range purchaseRecords(t, []string{kafkaAddr}, nil, purchaseID, 2) {
+		headers := map[string]string{}
+		for _, h := range r.Headers {
+			headers[h.Key] = string(h.Value)
+		}
+		require.Equal(t, "pin.promotion.purchase-changed", headers["event_type"])
+		require.Equal(t, "1", headers["contract_version"])
+		require.NotEmpty(t, headers["message_id"])
+		require.NotEmpty(t, headers["correlation_id"])
+		var env struct {
+			MessageID string `json:"messageId"`
+			Payload   struct {
+				Status  string `json:"status"`
+				Version int    `json:"version"`
+			} `json:"payload"`
+		}
+		require.NoError(t, json.Unmarshal(r.Value, &env))
+		require.Equal(t, headers["message_id"], env.MessageID)
+		statuses = append(statuses, env.Payload.Status)
 	}
 	require.Equal(t, []string{"Active", "Cancelled"}, statuses, "both events, in order, on one partition")
 
@@ -394,7 +364,7 @@ func TestServeRefusesTrafficUntilMigrated(t *testing.T) {
 		"PIN_KAFKA_BROKERS="+freeAddr(t),
 		"PIN_AUTH_JWT_SECRET="+jwtSecret,
 	), "serve")
-	out := &syncBuffer{}
+	out := &testbed.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })

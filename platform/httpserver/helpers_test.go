@@ -1,14 +1,12 @@
 package httpserver_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/pinmarket/pin/platform/httpserver"
 	"github.com/pinmarket/pin/platform/observability"
+	"github.com/pinmarket/pin/platform/testbed"
 )
 
 // testBundle is one server with everything it reports into kept in memory.
@@ -128,21 +127,9 @@ func labelValues(tb testing.TB, reg *prometheus.Registry, name, label string) []
 
 // syncBuffer is a log sink that a server goroutine may write while the
 // test reads.
+// syncBuffer collects the server's JSON log lines.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
+	testbed.SyncBuffer
 }
 
 // records decodes the JSON log lines.

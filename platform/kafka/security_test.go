@@ -48,13 +48,7 @@ func TestProducerReachesASecuredBroker(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			brokers := testbed.NewSecureKafka(t, tt.broker, secTopic)
-			cfg := kafka.NewProducerConfig("test", tt.client)
-			cfg.Metadata.Retry.Max = 0
-			producer, err := sarama.NewSyncProducer(brokers, cfg)
-			if err == nil {
-				defer producer.Close()
-				_, _, err = producer.SendMessage(&sarama.ProducerMessage{Topic: secTopic, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("v")})
-			}
+			err := produceOne(brokers, tt.client)
 			if tt.wantOK {
 				require.NoError(t, err)
 				return
@@ -81,14 +75,7 @@ func TestProducerNeedsOnlyWriteOnTheTopic(t *testing.T) {
 	}, secTopic)
 	trust := &tls.Config{RootCAs: ca.Pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}
 	send := func(user, password string) error {
-		cfg := kafka.NewProducerConfig("test", kafka.Security{SASLMechanism: kafka.MechanismSCRAMSHA512, SASLUsername: user, SASLPassword: password, TLS: trust})
-		producer, err := sarama.NewSyncProducer(brokers, cfg)
-		if err != nil {
-			return err
-		}
-		defer producer.Close()
-		_, _, err = producer.SendMessage(&sarama.ProducerMessage{Topic: secTopic, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("v")})
-		return err
+		return produceOne(brokers, kafka.Security{SASLMechanism: kafka.MechanismSCRAMSHA512, SASLUsername: user, SASLPassword: password, TLS: trust})
 	}
 	require.NoError(t, send("writer", "w"))
 	require.Error(t, send("reader", "r"), "ACLs are enforced")
@@ -178,4 +165,16 @@ func brokerWith(server *tls.Config, mechanism string) testbed.KafkaSecurity {
 
 func scram(mechanism, password string, trust *tls.Config) kafka.Security {
 	return kafka.Security{SASLMechanism: mechanism, SASLUsername: "pin", SASLPassword: password, TLS: trust}
+}
+
+// produceOne sends one record to secTopic with the forwarder's producer
+// configuration and sec.
+func produceOne(brokers []string, sec kafka.Security) error {
+	producer, err := sarama.NewSyncProducer(brokers, kafka.NewProducerConfig("test", sec))
+	if err != nil {
+		return err
+	}
+	defer producer.Close()
+	_, _, err = producer.SendMessage(&sarama.ProducerMessage{Topic: secTopic, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("v")})
+	return err
 }
