@@ -9,15 +9,21 @@ export PIN_TEST_DATABASE_URL
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X main.buildVersion=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
 
-.PHONY: help dev test test-short bench lint build migrate clean check-postgres
+.PHONY: help dev test test-short bench lint build build-production image migrate clean check-postgres
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-17s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/pin
 	@echo "Compiling $(BIN). The first build on a machine downloads the modules and compiles every dependency:"
 	@echo "a few minutes with no output. Later builds take seconds."
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN) ./cmd/pin
+
+build-production: ## build bin/pin as the image does (-tags production: no pin dev, no test broker)
+	$(GO) build -tags production $(GOFLAGS_BUILD) -o $(BIN) ./cmd/pin
+
+image: ## build the container image pin:$(git describe), with that version inside
+	docker build --build-arg VERSION="$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -t pin:"$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" .
 
 dev: ## run the module on this machine: API, expiry job, forwarder and an embedded Kafka-protocol broker
 	@./scripts/check-postgres.sh "$${PIN_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/pin?sslmode=disable}"
