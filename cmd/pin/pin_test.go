@@ -174,7 +174,7 @@ func freeAddr(t *testing.T) string {
 type server struct {
 	cmd    *exec.Cmd
 	base   string
-	out    *testbed.SyncBuffer
+	out    *testbed.LogBuffer
 	waited chan error
 }
 
@@ -187,7 +187,7 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 		}
 	}
 	require.NotEmpty(t, httpAddr)
-	s := &server{base: "http://" + httpAddr, out: &testbed.SyncBuffer{}, waited: make(chan error, 1)}
+	s := &server{base: "http://" + httpAddr, out: &testbed.LogBuffer{}, waited: make(chan error, 1)}
 	s.cmd = pinCmd(context.Background(), env, args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	require.NoError(t, s.cmd.Start())
@@ -364,7 +364,7 @@ func TestServeRefusesTrafficUntilMigrated(t *testing.T) {
 		"PIN_KAFKA_BROKERS="+freeAddr(t),
 		"PIN_AUTH_JWT_SECRET="+jwtSecret,
 	), "serve")
-	out := &testbed.SyncBuffer{}
+	out := &testbed.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })

@@ -217,6 +217,7 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 			APIDB:      p.apiDB,
 			Auth:       authn,
 			Brokers:    cfg.KafkaBrokers,
+			Sarama:     kafka.NewConsumerConfig("pin-"+boost.Name, sec),
 			Logger:     p.logger,
 			Registerer: p.reg,
 		})

@@ -129,7 +129,7 @@ func labelValues(tb testing.TB, reg *prometheus.Registry, name, label string) []
 // test reads.
 // syncBuffer collects the server's JSON log lines.
 type syncBuffer struct {
-	testbed.SyncBuffer
+	testbed.LogBuffer
 }
 
 // records decodes the JSON log lines.

@@ -67,6 +67,14 @@ func NewProducerConfig(clientID string, sec Security) *sarama.Config {
 	return c
 }
 
+// NewConsumerConfig is ConsumerConfig with the security settings applied,
+// for consumers (platform/consumer) of a production cluster.
+func NewConsumerConfig(clientID string, sec Security) *sarama.Config {
+	c := ConsumerConfig(clientID)
+	sec.Apply(c)
+	return c
+}
+
 // scramClient adapts xdg-go/scram (the SCRAM implementation Sarama's own
 // examples use) to sarama.SCRAMClient.
 type scramClient struct {

@@ -128,7 +128,7 @@ func TestTopicCheckExportsThePartitionCount(t *testing.T) {
 	sec := scram(kafka.MechanismSCRAMSHA512, "a", &tls.Config{RootCAs: ca.Pool, ServerName: "localhost", MinVersion: tls.VersionTLS12})
 	sec.SASLUsername = "admin"
 	reg := prometheus.NewRegistry()
-	var logs testbed.SyncBuffer
+	var logs testbed.LogBuffer
 	check, err := kafka.NewTopicCheck(brokers, sec, []kafka.Topic{{Name: secTopic, Partitions: 3}}, 20*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)), reg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -53,13 +53,10 @@ func AdminConfig(clientID string, sec Security) *sarama.Config {
 	c := sarama.NewConfig()
 	c.ClientID = clientID
 	c.Version = sarama.V2_1_0_0
-	c.Net.DialTimeout = 5 * time.Second
-	c.Net.ReadTimeout = 10 * time.Second
-	c.Net.WriteTimeout = 10 * time.Second
+	setNetworkDefaults(c)
 	// Sarama's admin finds the controller through a full metadata request;
 	// with ACLs it lists only the topics the user may describe.
 	c.Metadata.Full = true
-	c.Metadata.Retry.Max = 1
 	c.Metadata.AllowAutoTopicCreation = false
 	c.Admin.Timeout = 10 * time.Second
 	sec.Apply(c)
