@@ -108,10 +108,11 @@ func TestCreateTopicsIsIdempotent(t *testing.T) {
 	admin, err := sarama.NewClusterAdmin(brokers, kafka.AdminConfig("test", sec))
 	require.NoError(t, err)
 	defer admin.Close()
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: secTopic, ConfigNames: []string{"retention.ms"}})
+	results, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: secTopic, ConfigNames: []string{"retention.ms"}}}, sarama.DescribeConfigsOptions{})
 	require.NoError(t, err)
-	require.Len(t, entries, 1)
-	require.Equal(t, "604800000", entries[0].Value, "7 days")
+	require.Len(t, results, 1)
+	require.Len(t, results[0].Configs, 1)
+	require.Equal(t, "604800000", results[0].Configs[0].Value, "7 days")
 
 	// The seeded topic has 3 partitions; a declaration of 6 is reported.
 	_, err = kafka.CreateTopics(brokers, sec, []kafka.Topic{{Name: "existing.six", Partitions: 6}}, opts)
