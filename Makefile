@@ -9,7 +9,7 @@ export PIN_TEST_DATABASE_URL
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X main.buildVersion=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
 
-.PHONY: help dev test test-short bench lint build build-production image migrate clean check-postgres
+.PHONY: help dev test test-short fuzz bench lint build build-production image migrate clean check-postgres
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-17s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,6 +35,18 @@ test: check-postgres ## run every test with the race detector against PIN_TEST_D
 
 bench: check-postgres ## run the benchmarks and write the raw figures to .bench/
 	./scripts/bench.sh
+
+# The fuzz targets, as package:Target: the event contract's decoder, the list
+# cursor, bearer tokens and request-body binding (docs/adr/0005-hostile-input.md).
+FUZZTIME     ?= 10s
+FUZZ_TARGETS := ./modules/promotion/contract:FuzzDecode ./modules/promotion/internal/app:FuzzDecodeCursor \
+                ./platform/auth:FuzzAuthenticate ./platform/httpserver:FuzzDecodeJSON
+
+fuzz: ## run each fuzz target for FUZZTIME (default 10s): contract decoder, list cursor, tokens, request binding
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done
 
 lint: ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
