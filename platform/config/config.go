@@ -105,7 +105,7 @@ func Load(environ []string, needs Requirement) (Config, error) {
 	if err := cfg.validate(needs); err != nil {
 		return Config{}, err
 	}
-	if err := cfg.kafkaSecurity(); err != nil {
+	if err := cfg.loadKafkaSecurity(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil

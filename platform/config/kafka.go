@@ -9,10 +9,10 @@ import (
 	"strings"
 )
 
-// kafkaSecurity validates the PIN_KAFKA_SASL_* and PIN_KAFKA_TLS*
+// loadKafkaSecurity validates the PIN_KAFKA_SASL_* and PIN_KAFKA_TLS*
 // variables, reads the files they name and fills KafkaSASLPassword and
 // KafkaTLSConfig. Its errors name a file, never a secret.
-func (c *Config) kafkaSecurity() error {
+func (c *Config) loadKafkaSecurity() error {
 	if c.KafkaSASLPasswordFile != "" {
 		if c.KafkaSASLPassword != "" {
 			return &Error{"PIN_KAFKA_SASL_PASSWORD_FILE", "set it or PIN_KAFKA_SASL_PASSWORD, not both"}
