@@ -50,6 +50,7 @@ func TestServePublishesThroughSCRAMOverTLSWithAWriteOnlyUser(t *testing.T) {
 	require.NoError(t, os.WriteFile(passwordFile, []byte(wrongPassword+"\n"), 0o600))
 	env := func() []string {
 		return serveEnv(t, db, brokers,
+			"PIN_LOG_LEVEL=debug", // the most the log ever says, still no password
 			"PIN_KAFKA_SASL_MECHANISM=SCRAM-SHA-512",
 			"PIN_KAFKA_SASL_USERNAME=pin",
 			"PIN_KAFKA_SASL_PASSWORD_FILE="+passwordFile,
