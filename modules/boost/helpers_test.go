@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -71,15 +70,13 @@ func (b *bundle) start(t testing.TB, db *gorm.DB) (stop func()) {
 	b.http = e
 	b.token, err = authn.Issue(auth.Principal{UserID: uuid.New(), TenantID: uuid.New()}, time.Hour)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Runners()[0].Run(ctx) }()
-	var once sync.Once
+	stopRunner := testbed.StartRunner(t, m.Runners()[0])
+	logs := b.logs
 	stop = func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(t, <-done)
-		})
+		stopRunner()
+		if t.Failed() {
+			t.Logf("consumer logs:\n%s", logs.String())
+		}
 	}
 	t.Cleanup(stop)
 	return stop

@@ -59,10 +59,7 @@ func TestHandlerThatKeepsFailingIsDeadLetteredAndThePartitionMovesOn(t *testing.
 		Name: "kit-test", Topic: topic, Brokers: brokers, MaxAttempts: 3, RetryBackoff: time.Millisecond,
 	}, flakyHandler{}, slog.New(slog.DiscardHandler), reg)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	testbed.StartRunner(t, r)
 
 	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
 	require.NoError(t, err)
