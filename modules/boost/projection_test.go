@@ -45,7 +45,8 @@ func TestSameRecordTwiceIsAppliedOnce(t *testing.T) {
 	p := newPurchase(10, target)
 	r := record(t, p.envelope(contract.StatusActive, 1))
 
-	b.produce(t, r, r)
+	again := *r // kgo writes into a record it produces: the redelivery is its own copy
+	b.produce(t, r, &again)
 	b.waitConsumed(t, 2)
 	b.requireBoost(t, target, 10, 1)
 	require.Equal(t, 1.0, b.counter(t, "pin_consumer_duplicates_total"))
