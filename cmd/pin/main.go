@@ -26,7 +26,7 @@ const (
 const usage = `pin — the Pin backend (promotion module)
 
 Usage:
-  pin serve                                   HTTP API, background runners and the outbox forwarder
+  pin serve                                   HTTP API, background runners and the outbox relay
   pin dev                                     serve on one machine with only PostgreSQL (embedded Kafka-protocol broker)
   pin migrate up|down|status                  apply, revert one, or list the embedded migrations
   pin expire-promotions --once [--batch-size N]  run exactly one expiry cycle and print its JSON result

@@ -345,8 +345,8 @@ func TestDevFromPurchaseToKafkaAndBack(t *testing.T) {
 }
 
 // TestServeRefusesTrafficUntilMigrated shows /readyz answering 503 with a
-// reason code (no detail) on an empty database, and `pin serve` staying up while the forwarder's broker
-// is unreachable.
+// reason code (no detail) on an empty database, and `pin serve` staying up
+// while the relay's broker is unreachable.
 func TestServeRefusesTrafficUntilMigrated(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
@@ -483,13 +483,12 @@ func TestExpireOnceByThreeProcessesAtOnce(t *testing.T) {
 	requireOneEventPerPurchase(t, db, "Expired", purchases)
 }
 
-// requireOneEventPerPurchase reads the outbox table (the forwarder envelope
-// wraps each event) and checks that every purchase has exactly one event of
+// requireOneEventPerPurchase reads the outbox table (one event per row, as
+// it goes on the wire) and checks that every purchase has exactly one event of
 // the given status.
 func requireOneEventPerPurchase(t *testing.T, db *testbed.Database, status string, purchases int) {
 	t.Helper()
-	rows, err := db.SQL.Query(`SELECT convert_from(decode(payload->>'payload', 'base64'), 'UTF8')
-		FROM outbox.pin_promotion_purchase_changed_v1`)
+	rows, err := db.SQL.Query(`SELECT payload::text FROM outbox.pin_promotion_purchase_changed_v1`)
 	require.NoError(t, err)
 	defer rows.Close()
 	perPurchase := map[string]int{}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -187,29 +188,14 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 	h.AddModule(module)
 
 	sec := kafkaSecurity(cfg)
-	forwarder, err := outbox.NewForwarder(sqlDB, outbox.ForwarderConfig{
-		Brokers:      cfg.KafkaBrokers,
-		Topics:       []string{contract.Topic},
-		PollInterval: cfg.OutboxPollInterval,
-		Sarama:       kafka.NewProducerConfig("pin-outbox-forwarder", sec),
-	}, p.logger, p.reg, p.tp)
-	if err != nil {
+	if err := addOutboxRunners(h, sqlDB, cfg, sec, p); err != nil {
 		return err
 	}
-	h.AddRunner(forwarder)
 	topicCheck, err := kafka.NewTopicCheck(cfg.KafkaBrokers, sec, moduleTopics, cfg.KafkaTopicCheckInterval, p.logger, p.reg)
 	if err != nil {
 		return err
 	}
 	h.AddRunner(topicCheck)
-	cleaner, err := outbox.NewRetentionCleaner(sqlDB, outbox.RetentionConfig{
-		Topics:    []string{contract.Topic},
-		Retention: cfg.OutboxRetention,
-	}, p.logger)
-	if err != nil {
-		return err
-	}
-	h.AddRunner(cleaner)
 
 	if dev || cfg.BoostProjection == "on" {
 		projection, err := boost.New(boost.Deps{
@@ -239,6 +225,34 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 	if err := h.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
+	return nil
+}
+
+// addOutboxRunners adds the outbox relay and retention of the topics the
+// modules declared; the relay also exports the outbox metrics.
+func addOutboxRunners(h *host.Host, sqlDB *sql.DB, cfg config.Config, sec kafka.Security, p *platform) error {
+	topics := h.OutboxTopics()
+	if len(topics) == 0 {
+		return nil
+	}
+	relay, err := outbox.NewRelay(sqlDB, outbox.RelayConfig{
+		Brokers:      cfg.KafkaBrokers,
+		Topics:       topics,
+		PollInterval: cfg.OutboxPollInterval,
+		Sarama:       kafka.NewProducerConfig("pin-outbox-relay", sec),
+	}, p.logger, p.reg, p.tp)
+	if err != nil {
+		return err
+	}
+	h.AddRunner(relay)
+	cleaner, err := outbox.NewRetentionCleaner(sqlDB, outbox.RetentionConfig{
+		Topics:    topics,
+		Retention: cfg.OutboxRetention,
+	}, p.logger)
+	if err != nil {
+		return err
+	}
+	h.AddRunner(cleaner)
 	return nil
 }
 

@@ -76,7 +76,7 @@ func serveInProcess(tb testing.TB, databaseURL string, brokers []string) (string
 		DB: gdb, Outbox: publisher, Auth: authn, Logger: logger, Registerer: reg, TracerProvider: tp,
 	})
 	require.NoError(tb, err)
-	fwd, err := outbox.NewForwarder(sqlDB, outbox.ForwarderConfig{Brokers: brokers, Topics: []string{contract.Topic}}, logger, reg, tp)
+	relay, err := outbox.NewRelay(sqlDB, outbox.RelayConfig{Brokers: brokers, Topics: module.OutboxTopics()}, logger, reg, tp)
 	require.NoError(tb, err)
 
 	cfg := httpserver.DefaultConfig()
@@ -87,7 +87,7 @@ func serveInProcess(tb testing.TB, databaseURL string, brokers []string) (string
 	require.NoError(tb, err)
 	done := make(chan error, 2)
 	go func() { done <- httpserver.ServeListener(ctx, ln, e, cfg, 5*time.Second) }()
-	go func() { done <- fwd.Run(ctx) }()
+	go func() { done <- relay.Run(ctx) }()
 	tb.Cleanup(func() {
 		cancel()
 		for range 2 {

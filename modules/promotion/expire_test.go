@@ -165,9 +165,8 @@ func TestExpireOnceConcurrently(t *testing.T) {
 	var expired, events, purchases int
 	require.NoError(t, db.SQL.QueryRow(`SELECT count(*) FROM promotion.promotion_purchases WHERE status = 'Expired'`).Scan(&expired))
 	require.Equal(t, 300, expired)
-	// Each outbox row holds the forwarder's envelope; its metadata carries
-	// the Kafka key, the purchase id.
-	require.NoError(t, db.SQL.QueryRow(fmt.Sprintf(`SELECT count(*), count(DISTINCT payload->'metadata'->>'%s') FROM %s`,
+	// Each outbox row's metadata carries the Kafka key, the purchase id.
+	require.NoError(t, db.SQL.QueryRow(fmt.Sprintf(`SELECT count(*), count(DISTINCT metadata->>'%s') FROM %s`,
 		outbox.MetaPartitionKey, outbox.TableName(contract.Topic))).Scan(&events, &purchases))
 	require.Equal(t, 300, events, "one event per purchase")
 	require.Equal(t, 300, purchases)

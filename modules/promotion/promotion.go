@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"gorm.io/gorm"
 
+	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
@@ -81,7 +82,10 @@ type Module struct {
 	expire    *expireJob // the expiry job (expire.go): its runner and ExpireOnce
 }
 
-var _ host.Module = (*Module)(nil)
+var (
+	_ host.Module      = (*Module)(nil)
+	_ host.EventSource = (*Module)(nil)
+)
 
 // New builds the module from its dependencies.
 func New(d Deps) (*Module, error) {
@@ -148,6 +152,10 @@ func (m *Module) RegisterRoutes(e *echo.Echo) {
 	}
 	m.http.RegisterRoutes(e)
 }
+
+// OutboxTopics implements host.EventSource: the module publishes
+// contract.Topic, whose outbox table migration 00003 creates.
+func (m *Module) OutboxTopics() []string { return []string{contract.Topic} }
 
 // Runners returns the module's background runners.
 func (m *Module) Runners() []host.Runner { return append([]host.Runner(nil), m.runners...) }

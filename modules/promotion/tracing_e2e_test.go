@@ -62,22 +62,11 @@ func newTracedBundle(tb testing.TB, forward bool) *tracedBundle {
 	}
 
 	brokers := testbed.NewKafka(tb, contract.Topic)
-	fwd, err := outbox.NewForwarder(b.db.SQL, outbox.ForwarderConfig{
+	relay, err := outbox.NewRelay(b.db.SQL, outbox.RelayConfig{
 		Brokers: brokers, Topics: []string{contract.Topic}, PollInterval: 20 * time.Millisecond,
 	}, slog.New(slog.DiscardHandler), reg, tp)
 	require.NoError(tb, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fwd.Run(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(tb, err)
-		case <-time.After(30 * time.Second):
-			tb.Errorf("forwarder did not stop")
-		}
-	})
+	testbed.StartRunner(tb, relay)
 	b.consumer, err = kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumeTopics(contract.Topic),

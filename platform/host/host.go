@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,6 +49,7 @@ type Host struct {
 	echo     *echo.Echo
 	serve    ServeFunc
 	runners  []Runner
+	topics   []string
 	restarts *prometheus.CounterVec
 	failures *prometheus.CounterVec
 }
@@ -78,8 +80,16 @@ func New(cfg Config, e *echo.Echo, serve ServeFunc, logger *slog.Logger, reg pro
 	return h, nil
 }
 
-// AddModule registers a module's routes and runners.
+// AddModule registers a module's routes and runners, and the outbox topics
+// of an EventSource.
 func (h *Host) AddModule(m Module) {
+	if src, ok := m.(EventSource); ok {
+		for _, t := range src.OutboxTopics() {
+			if !slices.Contains(h.topics, t) {
+				h.topics = append(h.topics, t)
+			}
+		}
+	}
 	if h.echo != nil {
 		m.RegisterRoutes(h.echo)
 	}
@@ -87,7 +97,12 @@ func (h *Host) AddModule(m Module) {
 	h.logger.Info("module registered", "module", m.Name(), "runners", len(m.Runners()))
 }
 
-// AddRunner registers a platform runner, such as the outbox forwarder.
+// OutboxTopics are the topics the registered modules declared
+// (EventSource), each once, in the order of registration: what the outbox
+// relay, retention and metrics serve.
+func (h *Host) OutboxTopics() []string { return slices.Clone(h.topics) }
+
+// AddRunner registers a platform runner, such as the outbox relay.
 func (h *Host) AddRunner(r Runner) { h.runners = append(h.runners, r) }
 
 // Run serves until ctx is cancelled (the caller cancels it on SIGTERM or

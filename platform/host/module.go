@@ -1,5 +1,5 @@
 // Package host runs the modular monolith: the HTTP server, the modules'
-// background runners and the platform's own runners (the outbox forwarder),
+// background runners and the platform's own runners (the outbox relay),
 // and stops them gracefully on SIGTERM/SIGINT.
 package host
 
@@ -28,4 +28,13 @@ type Module interface {
 	RegisterRoutes(e *echo.Echo)
 	// Runners lists the module's background runners.
 	Runners() []Runner
+}
+
+// EventSource is a Module that publishes integration events through the
+// transactional outbox (platform/outbox). The host relays, cleans and
+// measures every topic a module declares; the module's migrations create
+// each topic's outbox table.
+type EventSource interface {
+	// OutboxTopics are the Kafka topics the module writes to the outbox.
+	OutboxTopics() []string
 }

@@ -20,9 +20,8 @@ import (
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
-// BenchmarkCommitToKafka measures the forwarder on real PostgreSQL and
-// kfake, with the production defaults of ForwarderConfig (poll 50ms, batch
-// 100). Every sub-benchmark does its whole measurement once per iteration,
+// BenchmarkCommitToKafka measures the relay on real PostgreSQL and kfake,
+// with the production defaults of RelayConfig (poll 50ms, batch 200). Every sub-benchmark does its whole measurement once per iteration,
 // so run it with -benchtime 1x (go test -run '^$' -bench CommitToKafka
 // -benchtime 1x ./platform/outbox/):
 //
@@ -30,11 +29,11 @@ import (
 //     10 s; the time from the commit returning to the record reaching a
 //     consumer: p50-ms, p99-ms, max-ms.
 //   - drain: a backlog of 20k committed events (inserted with one
-//     set-based statement) forwarded from a standing start: events/s, the
-//     forwarder's capacity with nothing else competing for the machine.
+//     set-based statement) relayed from a standing start: events/s, the
+//     relay's capacity with nothing else competing for the machine.
 //   - sustained: steps of offered load (PIN_BENCH_SUSTAINED_STEPS, default
 //     2k, 4k, 6k, 8k, 10k events/s; 8 s each, 10 events per transaction
-//     from 4 writers) while the forwarder runs. A step is sustained when the
+//     from 4 writers) while the relay runs. A step is sustained when the
 //     writers reached the rate and the backlog (committed minus delivered)
 //     did not grow over the second half of the step;
 //     max-sustained-events/s is the highest sustained step, and every step
@@ -55,7 +54,7 @@ func BenchmarkCommitToKafka(b *testing.B) {
 			rig := newBenchRig(b)
 			rig.prefill(b, backlog)
 			started := time.Now()
-			rig.startForwarder(b)
+			rig.startRelay(b)
 			rig.waitDelivered(b, backlog, time.Minute)
 			b.ReportMetric(backlog/time.Since(started).Seconds(), "events/s")
 		}
@@ -96,7 +95,7 @@ func sustainedSteps(tb testing.TB) []float64 {
 }
 
 // benchRig is one database, one kfake cluster, a consumer that notes when
-// each record first arrives, and (once started) a forwarder.
+// each record first arrives, and (once started) a relay.
 type benchRig struct {
 	testBundle
 	brokers []string
@@ -107,7 +106,7 @@ type benchRig struct {
 	delivered atomic.Int64
 }
 
-func newBenchRig(b *testing.B) *benchRig {
+func newBenchRig(b testing.TB) *benchRig {
 	b.Helper()
 	r := &benchRig{testBundle: setup(b), committed: map[string]time.Time{}, arrived: map[string]time.Time{}}
 	r.brokers = testbed.NewKafka(b, topic)
@@ -134,35 +133,30 @@ func newBenchRig(b *testing.B) *benchRig {
 	return r
 }
 
-func (r *benchRig) startForwarder(b *testing.B) {
+func (r *benchRig) startRelay(b testing.TB) {
 	b.Helper()
-	// PollInterval 0 takes the ForwarderConfig default, as pin serve does
-	// with PIN_OUTBOX_POLL_INTERVAL unset.
-	r.testBundle.startForwarder(b, outbox.ForwarderConfig{Brokers: r.brokers, PollInterval: defaultPoll}, nil)
+	// The production defaults, as pin serve runs with PIN_OUTBOX_* unset.
+	r.testBundle.startRelay(b, outbox.RelayConfig{Brokers: r.brokers, PollInterval: defaultPoll}, nil)
 }
 
 // defaultPoll is PIN_OUTBOX_POLL_INTERVAL's default (platform/config).
 const defaultPoll = 50 * time.Millisecond
 
 // prefill commits n events in one set-based INSERT ... SELECT
-// generate_series, in the forwarder envelope the Publisher writes, keyed
-// over 500 purchases.
-func (r *benchRig) prefill(b *testing.B, n int) {
+// generate_series, in the row layout the Publisher writes, keyed over 500
+// purchases.
+func (r *benchRig) prefill(b testing.TB, n int) {
 	b.Helper()
-	_, err := r.db.SQL.Exec(`INSERT INTO `+outbox.TableName(topic)+` (uuid, payload, metadata, transaction_id)
-	SELECT gen_random_uuid(), json_build_object(
-		'destination_topic', $2::text,
-		'uuid', g.id,
-		'payload', translate(encode(convert_to(json_build_object('key', 'purchase-' || g.i % 500, 'seq', g.i,
-			'pad', repeat('x', 900))::text, 'UTF8'), 'base64'), E'\n', ''),
-		'metadata', json_build_object('partition_key', 'purchase-' || g.i % 500,
-			'event_type', 'pin.promotion.purchase-changed', 'contract_version', '1', 'correlation_id', g.id)),
-		'{}', pg_current_xact_id()
-	FROM (SELECT i, gen_random_uuid()::text AS id FROM generate_series(1, $1::int) AS i) AS g`, n, topic)
+	_, err := r.db.SQL.Exec(`INSERT INTO `+outbox.TableName(topic)+` (uuid, payload, metadata)
+	SELECT g.id,
+		json_build_object('key', 'purchase-' || g.i % 500, 'seq', g.i, 'pad', repeat('x', 900)),
+		json_build_object('partition_key', 'purchase-' || g.i % 500,
+			'event_type', 'pin.promotion.purchase-changed', 'contract_version', '1', 'correlation_id', g.id)
+	FROM (SELECT i, gen_random_uuid()::text AS id FROM generate_series(1, $1::int) AS i) AS g`, n)
 	require.NoError(b, err)
 }
 
-func (r *benchRig) waitDelivered(b *testing.B, n int, within time.Duration) {
+func (r *benchRig) waitDelivered(b testing.TB, n int, within time.Duration) {
 	b.Helper()
 	deadline := time.Now().Add(within)
 	for r.delivered.Load() < int64(n) {
@@ -198,14 +192,14 @@ func (o offerResult) sustained(rate float64) bool {
 	return o.committedRate >= 0.95*rate && o.backlogSlope < 0.05*rate
 }
 
-// offer starts the forwarder and commits events at rate for d, perTx
+// offer starts the relay and commits events at rate for d, perTx
 // events per transaction from writers goroutines, then waits until every
 // event was delivered and returns the figures. Commit and arrival times
 // are joined at the end (a record may arrive before its writer noted the
 // commit).
-func (r *benchRig) offer(b *testing.B, rate float64, d time.Duration, perTx, writers int) offerResult {
+func (r *benchRig) offer(b testing.TB, rate float64, d time.Duration, perTx, writers int) offerResult {
 	b.Helper()
-	r.startForwarder(b)
+	r.startRelay(b)
 	total := int(rate * d.Seconds())
 	var seq atomic.Int64
 	var committedN atomic.Int64

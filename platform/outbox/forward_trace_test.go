@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -49,16 +48,11 @@ func TestForwardSpanContinuesThePublicationTrace(t *testing.T) {
 	propagation.TraceContext{}.Inject(pctx, carrier)
 	manual.End()
 	poisonID := uuid.NewString()
-	env, err := json.Marshal(map[string]any{
-		"destination_topic": topic, "uuid": poisonID, "payload": nil,
-		"metadata": map[string]string{"partition_key": "", "traceparent": carrier.Get("traceparent")},
-	})
+	meta, err := json.Marshal(map[string]string{"partition_key": "", "traceparent": carrier.Get("traceparent")})
 	require.NoError(t, err)
-	_, err = b.db.SQL.Exec(`INSERT INTO `+outbox.TableName(topic)+
-		` (uuid, payload, metadata, transaction_id) VALUES ($1, $2, '{}', pg_current_xact_id())`, uuid.NewString(), env)
-	require.NoError(t, err)
+	insertRaw(t, b, poisonID, `{}`, string(meta))
 
-	runTracedForwarder(t, b, outbox.ForwarderConfig{Brokers: brokers, MaxAttempts: 2, RetryBackoff: 10 * time.Millisecond}, tp)
+	b.startTracedRelay(t, outbox.RelayConfig{Brokers: brokers, MaxAttempts: 2, RetryBackoff: 10 * time.Millisecond}, nil, tp)
 	rec := newConsumer(t, brokers).until(t, 1)[0]
 	waitFor(t, "the poison row to be dead-lettered", func() bool { _, _, dead := b.stats(t); return dead == 1 })
 
@@ -108,28 +102,6 @@ func TestForwardSpanContinuesThePublicationTrace(t *testing.T) {
 		require.Equal(t, codes.Error, s.Status().Code, "each failed attempt is an error span")
 		require.NotEmpty(t, s.Events(), "the error is recorded")
 	}
-}
-
-// runTracedForwarder runs a forwarder that traces with tp until the test
-// ends.
-func runTracedForwarder(tb testing.TB, b testBundle, cfg outbox.ForwarderConfig, tp trace.TracerProvider) {
-	tb.Helper()
-	cfg.Topics = []string{topic}
-	cfg.PollInterval = 20 * time.Millisecond
-	f, err := outbox.NewForwarder(b.db.SQL, cfg, b.logger, prometheus.NewRegistry(), tp)
-	require.NoError(tb, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(tb, err)
-		case <-time.After(30 * time.Second):
-			tb.Errorf("forwarder did not stop")
-		}
-	})
 }
 
 // spanAttr is the string value of the attribute key on s ("" if absent).

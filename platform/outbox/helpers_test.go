@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,8 +65,14 @@ func (b testBundle) publish(tb testing.TB, msgs ...*message.Message) {
 	}))
 }
 
-// startForwarder runs a forwarder until the test ends (or stop is called).
-func (b testBundle) startForwarder(tb testing.TB, cfg outbox.ForwarderConfig, reg prometheus.Registerer) (stop func()) {
+// startRelay runs a relay until the test ends (or stop is called).
+func (b testBundle) startRelay(tb testing.TB, cfg outbox.RelayConfig, reg prometheus.Registerer) (stop func()) {
+	tb.Helper()
+	return b.startTracedRelay(tb, cfg, reg, noop.NewTracerProvider())
+}
+
+// startTracedRelay is startRelay with the tracer provider tp.
+func (b testBundle) startTracedRelay(tb testing.TB, cfg outbox.RelayConfig, reg prometheus.Registerer, tp trace.TracerProvider) (stop func()) {
 	tb.Helper()
 	if cfg.Topics == nil {
 		cfg.Topics = []string{topic}
@@ -75,29 +80,16 @@ func (b testBundle) startForwarder(tb testing.TB, cfg outbox.ForwarderConfig, re
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 20 * time.Millisecond
 	}
+	if cfg.LockRetryInterval == 0 {
+		cfg.LockRetryInterval = 100 * time.Millisecond
+	}
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	f, err := outbox.NewForwarder(b.db.SQL, cfg, b.logger, reg, noop.NewTracerProvider())
+	r, err := outbox.NewRelay(b.db.SQL, cfg, b.logger, reg, tp)
 	require.NoError(tb, err)
-	require.Equal(tb, "outbox-forwarder", f.Name())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				require.NoError(tb, err)
-			case <-time.After(30 * time.Second):
-				tb.Errorf("forwarder did not stop")
-			}
-		})
-	}
-	tb.Cleanup(stop)
-	return stop
+	require.Equal(tb, "outbox-relay", r.Name())
+	return testbed.StartRunner(tb, r)
 }
 
 // consumer reads the topic from the start.
@@ -188,7 +180,7 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 
 func (b testBundle) stats(tb testing.TB) (backlog int64, age time.Duration, dead int64) {
 	tb.Helper()
-	backlog, age, dead, err := outbox.Stats(b.ctx, b.db.SQL, topic, outbox.ConsumerGroup)
+	backlog, age, dead, err := outbox.Stats(b.ctx, b.db.SQL, topic)
 	require.NoError(tb, err)
 	return backlog, age, dead
 }

@@ -24,7 +24,7 @@ func TestKcatReadsTheForwardedRecord(t *testing.T) {
 	kcat := testbed.Tool(t, "kcat", "Debian: apt-get install -y kcat")
 	b := setup(t)
 	brokers := testbed.NewKafka(t, topic)
-	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers}, nil)
+	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, nil)
 
 	purchaseID := uuid.NewString()
 	msg := event(purchaseID, 1)

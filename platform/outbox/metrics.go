@@ -11,17 +11,18 @@ import (
 	"github.com/pinmarket/pin/platform/observability"
 )
 
-// counters are the forwarder's publish counters, shared by every forwarder
-// registered with one registry.
-type counters struct {
+// relayMetrics are the relay's own metrics, shared by every relay registered
+// with one registry.
+type relayMetrics struct {
 	published *prometheus.CounterVec
 	errors    *prometheus.CounterVec
+	active    *prometheus.GaugeVec
 }
 
-func registerCounters(reg prometheus.Registerer) (*counters, error) {
+func registerRelayMetrics(reg prometheus.Registerer, topics []string) (*relayMetrics, error) {
 	published, err := observability.RegisterOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pin_outbox_published_total",
-		Help: "Outbox messages the forwarder published to Kafka (acknowledged by the broker).",
+		Help: "Outbox messages the relay published to Kafka (acknowledged by the broker).",
 	}, []string{"topic"}))
 	if err != nil {
 		return nil, err
@@ -33,15 +34,28 @@ func registerCounters(reg prometheus.Registerer) (*counters, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &counters{published: published, errors: failed}, nil
+	active, err := observability.RegisterOrReuse(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pin_outbox_relay_active",
+		Help: "1 while this instance is the active relay of the topic (holds its advisory lock), else 0.",
+	}, []string{"topic"}))
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range topics {
+		// The series exist at 0 from the start: a counter that first appears
+		// at 1 is no increase to rate()/increase(), so the first failure
+		// would go unseen by the alerts and dashboards.
+		published.WithLabelValues(t)
+		failed.WithLabelValues(t)
+		active.WithLabelValues(t).Set(0)
+	}
+	return &relayMetrics{published: published, errors: failed, active: active}, nil
 }
 
 // MetricsConfig says which outbox tables the metrics describe.
 type MetricsConfig struct {
 	// Topics are the Kafka topics with an outbox table.
 	Topics []string
-	// ConsumerGroup is the forwarder's consumer group (default ConsumerGroup).
-	ConsumerGroup string
 	// Logger reports failed scrapes (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -49,17 +63,14 @@ type MetricsConfig struct {
 // RegisterMetrics registers the gauges computed from the database at each
 // scrape, per topic:
 //
-//   - pin_outbox_backlog_messages: committed rows after the consumer
-//     group's acknowledged position (not yet forwarded);
+//   - pin_outbox_backlog_messages: committed rows not yet acknowledged
+//     (not yet published);
 //   - pin_outbox_oldest_message_age_seconds: age of the oldest of them, 0
 //     when there is none;
 //   - pin_outbox_dead_letters: rows in the dead-letter table.
 //
-// NewForwarder calls it; calling it again with the same registry is a no-op.
+// NewRelay calls it; calling it again with the same registry is a no-op.
 func RegisterMetrics(db *sql.DB, reg prometheus.Registerer, cfg MetricsConfig) error {
-	if cfg.ConsumerGroup == "" {
-		cfg.ConsumerGroup = ConsumerGroup
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -99,7 +110,7 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, topic := range c.cfg.Topics {
-		backlog, age, dead, err := Stats(ctx, c.db, topic, c.cfg.ConsumerGroup)
+		backlog, age, dead, err := Stats(ctx, c.db, topic)
 		if err != nil {
 			c.cfg.Logger.WarnContext(ctx, "outbox metrics: query failed", "topic", topic, "err", err)
 			continue
@@ -111,23 +122,16 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Stats returns, for the outbox of topic, the number of committed messages
-// after the consumer group's acknowledged position, the age of the oldest of
-// them, and the number of dead letters.
-func Stats(ctx context.Context, db *sql.DB, topic, consumerGroup string) (backlog int64, oldest time.Duration, deadLetters int64, err error) {
+// not yet acknowledged, the age of the oldest of them, and the number of
+// dead letters.
+func Stats(ctx context.Context, db *sql.DB, topic string) (backlog int64, oldest time.Duration, deadLetters int64, err error) {
 	if err := checkTopic(topic); err != nil {
 		return 0, 0, 0, err
 	}
 	var ageSeconds float64
-	// created_at is UTC: sessions run with TimeZone=UTC (postgres.Open).
 	err = db.QueryRowContext(ctx, `
-		SELECT count(*),
-		       COALESCE(EXTRACT(EPOCH FROM (now() AT TIME ZONE 'UTC') - min(m.created_at)), 0)::float8
-		FROM `+TableName(topic)+` m
-		WHERE NOT EXISTS (
-			SELECT 1 FROM `+OffsetsTableName(topic)+` o
-			WHERE o.consumer_group = $1
-			  AND (m.transaction_id, m."offset") <= (o.last_processed_transaction_id, COALESCE(o.offset_acked, 0)))`,
-		consumerGroup).Scan(&backlog, &ageSeconds)
+		SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
+		FROM `+TableName(topic)+` WHERE acked = false`).Scan(&backlog, &ageSeconds)
 	if err != nil {
 		return 0, 0, 0, err
 	}

@@ -1,15 +1,18 @@
 // Package outbox publishes integration events through a transactional
-// outbox: a use case inserts its events into an outbox table inside its own
-// database transaction (Publisher), and a background runner (Forwarder)
-// forwards committed rows to Kafka in order, at least once. Rows nobody can
-// publish end in a dead-letter table; forwarded rows are deleted after a
-// retention period (RetentionCleaner). See docs/adr/0002-outbox.md and
+// outbox: a use case inserts its events into the outbox table of their Kafka
+// topic inside its own database transaction (Publisher), and a background
+// runner (Relay) sends committed rows to Kafka, at least once and in order
+// per key, and marks each one acknowledged. One relay per topic is active at
+// a time, elected through a PostgreSQL advisory lock. Rows nobody can
+// publish end in a dead-letter table; acknowledged rows are deleted after a
+// retention period (RetentionCleaner). See docs/adr/0005-outbox-relay.md and
 // docs/event-pipeline.md.
 //
-// It is built from watermill: watermill-sql's DefaultPostgreSQLSchema and
-// DefaultPostgreSQLOffsetsAdapter for the tables, components/forwarder for
-// the envelope that carries the destination topic, and watermill-kafka's
-// publisher (Sarama) for Kafka, a poll's messages published at once.
+// It is built from watermill: watermill-sql's PostgreSQLQueueSchema and
+// PostgreSQLQueueOffsetsAdapter for the row layout and its queries (a row is
+// read while unacknowledged, never by transaction ids), watermill-sql's
+// publisher to write rows, and watermill-kafka's publisher (Sarama) to send
+// them.
 package outbox
 
 import (
@@ -32,19 +35,11 @@ const (
 	MetaTraceparent     = kafka.MetaTraceparent
 )
 
-// ConsumerGroup is the watermill-sql consumer group of the forwarder. Every
-// forwarder process shares it, so each row is forwarded by one of them.
-const ConsumerGroup = "pin-outbox-forwarder"
-
 // Schema is the PostgreSQL schema of the outbox tables.
 const Schema = "outbox"
 
-// DeadLetterTable holds the messages the forwarder gave up on.
+// DeadLetterTable holds the messages the relay gave up on.
 const DeadLetterTable = `outbox.dead_letters`
-
-// maxTableBase leaves room for the "_offsets" suffix within PostgreSQL's
-// 63-byte identifiers.
-const maxTableBase = 63 - len("_offsets")
 
 var (
 	// Kafka's legal topic characters; watermill-sql accepts these too.
@@ -54,21 +49,15 @@ var (
 
 // tableBase turns a Kafka topic into the outbox table's unquoted name:
 // pin.promotion.purchase-changed.v1 -> pin_promotion_purchase_changed_v1.
-// Each Kafka topic has its own messages table (and forwarder subscription),
-// so one slow or blocked topic never holds back another.
+// Each Kafka topic has its own table (and relay), so one slow or blocked
+// topic never holds back another.
 func tableBase(topic string) string {
 	return nonTableChar.ReplaceAllString(strings.ToLower(topic), "_")
 }
 
-// TableName is the quoted, schema-qualified messages table of a Kafka topic.
+// TableName is the quoted, schema-qualified outbox table of a Kafka topic.
 func TableName(topic string) string {
 	return fmt.Sprintf(`%s."%s"`, Schema, tableBase(topic))
-}
-
-// OffsetsTableName is the quoted, schema-qualified offsets table of a Kafka
-// topic: the consumer group's acknowledged position in TableName(topic).
-func OffsetsTableName(topic string) string {
-	return fmt.Sprintf(`%s."%s_offsets"`, Schema, tableBase(topic))
 }
 
 // checkTopic rejects a topic that cannot name an outbox table.
@@ -76,24 +65,26 @@ func checkTopic(topic string) error {
 	if !validTopic.MatchString(topic) {
 		return fmt.Errorf("outbox: topic %q: only letters, digits, '.', '_' and '-' are allowed", topic)
 	}
-	if len(tableBase(topic)) > maxTableBase {
+	if len(tableBase(topic)) > 63 {
 		return fmt.Errorf("outbox: topic %q is too long for a table name", topic)
 	}
 	return nil
 }
 
-// SchemaAdapter is the watermill-sql schema of the outbox tables. The
-// tables are created by migrations, never by watermill at run time.
-func SchemaAdapter(batchSize int) watermillsql.DefaultPostgreSQLSchema {
-	return watermillsql.DefaultPostgreSQLSchema{
+// SchemaAdapter is the watermill-sql schema of the outbox tables: one row per
+// message, the event as it goes on the wire in payload, the Kafka key and
+// headers in metadata, and an acked flag. The tables are created by the
+// owning module's migrations (SchemaInitializingQueries shows their shape),
+// never by watermill at run time.
+func SchemaAdapter(batchSize int) watermillsql.PostgreSQLQueueSchema {
+	return watermillsql.PostgreSQLQueueSchema{
 		GenerateMessagesTableName: TableName,
 		SubscribeBatchSize:        batchSize,
 	}
 }
 
-// OffsetsAdapter is the watermill-sql offsets adapter of the outbox tables.
-func OffsetsAdapter() watermillsql.DefaultPostgreSQLOffsetsAdapter {
-	return watermillsql.DefaultPostgreSQLOffsetsAdapter{
-		GenerateMessagesOffsetsTableName: OffsetsTableName,
-	}
+// OffsetsAdapter is the watermill-sql offsets adapter of the outbox tables:
+// acknowledging marks rows acked (they stay for the retention period).
+func OffsetsAdapter() watermillsql.PostgreSQLQueueOffsetsAdapter {
+	return watermillsql.PostgreSQLQueueOffsetsAdapter{GenerateMessagesTableName: TableName}
 }

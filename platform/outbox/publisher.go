@@ -2,13 +2,13 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/ThreeDotsLabs/watermill"
 	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
-	"github.com/ThreeDotsLabs/watermill/components/forwarder"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -27,7 +27,7 @@ const instrumentation = "github.com/pinmarket/pin/platform/outbox"
 type Publisher struct {
 	logger watermill.LoggerAdapter
 	tracer trace.Tracer
-	schema watermillsql.DefaultPostgreSQLSchema
+	schema watermillsql.PostgreSQLQueueSchema
 }
 
 // NewPublisher returns a Publisher that logs to logger and traces with tp.
@@ -53,7 +53,12 @@ func NewPublisher(logger *slog.Logger, tp trace.TracerProvider) (*Publisher, err
 // Publish sets the message context to ctx, injects the W3C traceparent of a
 // span it starts for the publication, and fills MetaCorrelationID from ctx
 // (observability.CorrelationID) when the caller has not, falling back to the
-// message UUID so that the header is never empty.
+// message UUID so that the header is never empty. The payload must be JSON
+// (the column's type).
+//
+// To announce one change on several topics, call Publish once per topic
+// with the same tx: the rows commit together and each topic's relay sends
+// its own.
 func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic string, msgs ...*message.Message) error {
 	if len(msgs) == 0 {
 		return nil
@@ -99,9 +104,8 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 		span.SetAttributes(attribute.String("messaging.message.id", msgs[0].UUID))
 	}
 
-	// A watermill-sql publisher bound to this transaction, wrapped by the
-	// forwarder's publisher: the row holds an envelope naming the Kafka
-	// topic, which the Forwarder unwraps.
+	// A watermill-sql publisher bound to this transaction: one multi-row
+	// insert of the plain messages into the topic's table.
 	sqlPub, err := watermillsql.NewPublisher(tx.Exec, watermillsql.PublisherConfig{
 		SchemaAdapter:        p.schema,
 		AutoInitializeSchema: false,
@@ -109,8 +113,7 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 	if err != nil {
 		return p.fail(span, kafkaTopic, err)
 	}
-	fwd := forwarder.NewPublisher(sqlPub, forwarder.PublisherConfig{ForwarderTopic: kafkaTopic})
-	if err := fwd.Publish(kafkaTopic, msgs...); err != nil {
+	if err := sqlPub.Publish(kafkaTopic, msgs...); err != nil {
 		return p.fail(span, kafkaTopic, err)
 	}
 	return nil
@@ -128,6 +131,9 @@ func checkMessage(msg *message.Message) error {
 	}
 	if msg.UUID == "" {
 		return errors.New("message without UUID")
+	}
+	if !json.Valid(msg.Payload) {
+		return fmt.Errorf("message %s: payload is not JSON", msg.UUID)
 	}
 	for _, key := range []string{MetaPartitionKey, MetaEventType, MetaContractVersion} {
 		if msg.Metadata.Get(key) == "" {

@@ -14,7 +14,7 @@ import (
 type RetentionConfig struct {
 	// Topics are the Kafka topics whose outbox tables are cleaned. Required.
 	Topics []string
-	// Retention is how long a forwarded row is kept, for investigations and
+	// Retention is how long an acknowledged row is kept, for investigations and
 	// replays (default 7 days, PIN_OUTBOX_RETENTION).
 	Retention time.Duration
 	// Interval is the pause between cleaning rounds (default 10 minutes).
@@ -22,14 +22,11 @@ type RetentionConfig struct {
 	// BatchSize is how many rows one DELETE removes (default 500): small
 	// batches keep each transaction, and its locks and xid, short.
 	BatchSize int
-	// ConsumerGroup is the forwarder's consumer group (default ConsumerGroup).
-	ConsumerGroup string
 }
 
 // RetentionCleaner is the host.Runner that deletes outbox rows which were
-// forwarded (at or before the consumer group's acknowledged position) and
-// are older than the retention. Unforwarded rows are never deleted, however
-// old.
+// acknowledged (published or dead-lettered) and are older than the
+// retention. Unacknowledged rows are never deleted, however old.
 type RetentionCleaner struct {
 	db     *sql.DB
 	cfg    RetentionConfig
@@ -58,9 +55,6 @@ func NewRetentionCleaner(db *sql.DB, cfg RetentionConfig, logger *slog.Logger) (
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 500
 	}
-	if cfg.ConsumerGroup == "" {
-		cfg.ConsumerGroup = ConsumerGroup
-	}
 	return &RetentionCleaner{db: db, cfg: cfg, logger: logger.With("runner", "outbox-retention")}, nil
 }
 
@@ -87,7 +81,7 @@ func (c *RetentionCleaner) Run(ctx context.Context) error {
 	}
 }
 
-// CleanOnce deletes, batch by batch, every forwarded row older than the
+// CleanOnce deletes, batch by batch, every acknowledged row older than the
 // retention, and returns how many it deleted.
 func (c *RetentionCleaner) CleanOnce(ctx context.Context) (int64, error) {
 	var total int64
@@ -95,15 +89,12 @@ func (c *RetentionCleaner) CleanOnce(ctx context.Context) (int64, error) {
 		for {
 			res, err := c.db.ExecContext(ctx, `
 				DELETE FROM `+TableName(topic)+`
-				WHERE (transaction_id, "offset") IN (
-					SELECT m.transaction_id, m."offset"
-					FROM `+TableName(topic)+` m
-					JOIN `+OffsetsTableName(topic)+` o ON o.consumer_group = $1
-					WHERE (m.transaction_id, m."offset") <= (o.last_processed_transaction_id, COALESCE(o.offset_acked, 0))
-					  AND m.created_at < (now() AT TIME ZONE 'UTC') - make_interval(secs => $2)
-					ORDER BY m.transaction_id, m."offset"
-					LIMIT $3)`,
-				c.cfg.ConsumerGroup, c.cfg.Retention.Seconds(), c.cfg.BatchSize)
+				WHERE "offset" IN (
+					SELECT "offset" FROM `+TableName(topic)+`
+					WHERE acked AND created_at < now() - make_interval(secs => $1)
+					ORDER BY created_at
+					LIMIT $2)`,
+				c.cfg.Retention.Seconds(), c.cfg.BatchSize)
 			if err != nil {
 				return total, fmt.Errorf("outbox: retention of %s: %w", topic, err)
 			}

@@ -15,7 +15,7 @@ func (b testBundle) backdate(tb testing.TB, uuidOf string, age time.Duration) {
 	tb.Helper()
 	res, err := b.db.SQL.Exec(`UPDATE `+outbox.TableName(topic)+`
 		SET created_at = created_at - make_interval(secs => $2)
-		WHERE payload->>'uuid' = $1`, uuidOf, age.Seconds())
+		WHERE uuid = $1`, uuidOf, age.Seconds())
 	require.NoError(tb, err)
 	n, err := res.RowsAffected()
 	require.NoError(tb, err)
@@ -24,7 +24,7 @@ func (b testBundle) backdate(tb testing.TB, uuidOf string, age time.Duration) {
 
 func (b testBundle) outboxIDs(tb testing.TB) []string {
 	tb.Helper()
-	rows, err := b.db.SQL.Query(`SELECT payload->>'uuid' FROM ` + outbox.TableName(topic) + ` ORDER BY transaction_id, "offset"`)
+	rows, err := b.db.SQL.Query(`SELECT uuid FROM ` + outbox.TableName(topic) + ` ORDER BY "offset"`)
 	require.NoError(tb, err)
 	defer rows.Close()
 	var ids []string
@@ -51,7 +51,7 @@ func TestRetentionDeletesOnlyOldForwardedRows(t *testing.T) {
 	}
 	recent := event("p", 6)
 	b.publish(t, recent)
-	stop := b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers}, nil)
+	stop := b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, nil)
 	newConsumer(t, brokers).until(t, 6)
 	waitFor(t, "backlog to drain", func() bool { n, _, _ := b.stats(t); return n == 0 })
 	stop()
@@ -97,7 +97,7 @@ func TestMetricsReportBacklogAgeAndDeadLetters(t *testing.T) {
 	require.InDelta(t, 90, age, 30)
 
 	// The forwarder registers the same collectors on the same registry.
-	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers}, reg)
+	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, reg)
 	newConsumer(t, brokers).until(t, 3)
 	waitFor(t, "backlog gauge to drop", func() bool {
 		return metricValue(t, reg, "pin_outbox_backlog_messages") == 0

@@ -19,9 +19,10 @@ import (
 )
 
 // Pool limits of Open. `pin serve` splits the same 20 connections between an
-// API pool (OpenAPI) and the background runners' pool; PostgreSQL's default
-// max_connections (100) must also leave room for `pin expire-promotions
-// --once` and operators.
+// API pool (OpenAPI) and the background runners' pool (the outbox relay
+// keeps one of the latter per topic for its advisory lock); PostgreSQL's
+// default max_connections (100) must also leave room for `pin
+// expire-promotions --once` and operators.
 const (
 	maxOpenConns    = 20
 	connMaxLifetime = 30 * time.Minute

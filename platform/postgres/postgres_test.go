@@ -20,7 +20,9 @@ import (
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
-const outboxTable = `outbox."pin_promotion_purchase_changed_v1"`
+// outboxTable stands for an outbox table: written through the executor
+// (tx.Exec) as watermill-sql's publisher writes, beside GORM's writes.
+const outboxTable = `outbox_rows`
 
 type testBundle struct {
 	db  *testbed.Database
@@ -31,6 +33,9 @@ func setup(tb testing.TB) testBundle {
 	tb.Helper()
 	db := testbed.NewDatabase(tb)
 	_, err := db.SQL.Exec(`CREATE TABLE items (id int PRIMARY KEY, xid xid8 NOT NULL DEFAULT pg_current_xact_id())`)
+	require.NoError(tb, err)
+	_, err = db.SQL.Exec(`CREATE TABLE ` + outboxTable + ` (uuid text NOT NULL, payload json, metadata json,
+		transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id())`)
 	require.NoError(tb, err)
 	return testBundle{db: db, ctx: context.Background()}
 }
@@ -46,7 +51,7 @@ func (b testBundle) count(tb testing.TB, table string) int {
 // through the executor, stamped with the current transaction id.
 func insertOutbox(ctx context.Context, tx postgres.Tx) error {
 	_, err := tx.Exec.ExecContext(ctx,
-		`INSERT INTO `+outboxTable+` (uuid, payload, metadata, transaction_id) VALUES ($1, $2, $3, pg_current_xact_id())`,
+		`INSERT INTO `+outboxTable+` (uuid, payload, metadata) VALUES ($1, $2, $3)`,
 		"00000000-0000-0000-0000-000000000001", []byte(`{}`), []byte(`{}`))
 	return err
 }

@@ -12,23 +12,14 @@
 // lock. Each clone is dropped when the test ends. No test ever uses or wipes
 // a shared database.
 //
-// # One cluster, one snapshot horizon
+// # Transactions
 //
-// All test databases live in one PostgreSQL cluster, and transaction ids are
-// cluster-wide. The outbox forwarder (watermill-sql's
-// DefaultPostgreSQLSchema) only reads rows whose transaction_id is below
-// pg_snapshot_xmin(pg_current_snapshot()): the oldest transaction still open
-// anywhere in the cluster that has an xid (has written something or locked a
-// row). So a transaction left open in one test package holds back outbox
-// forwarding in every other package until it ends. Therefore:
-//
-//   - tests keep transactions short and never park a session idle inside a
-//     transaction (a read-only transaction has no xid and is harmless);
-//   - every test database is created with idle_in_transaction_session_timeout
-//     (IdleInTransactionTimeout), so a forgotten transaction is cut off
-//     instead of stalling the rest of the suite;
-//   - tests that wait for forwarding poll with generous deadlines
-//     (ForwardDeadline) rather than tight ones.
+// Every test database is created with idle_in_transaction_session_timeout
+// (IdleInTransactionTimeout), so a transaction a test forgets is cut off
+// rather than holding locks and the cluster's vacuum horizon. The outbox
+// relay does not depend on other transactions (it reads rows by their
+// acknowledgement, not by transaction ids), so a transaction open in one
+// test never delays events in another.
 package testbed
 
 import (
@@ -67,14 +58,13 @@ const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 const URLEnv = "PIN_TEST_DATABASE_URL"
 
 // IdleInTransactionTimeout is set on every test database: a session left
-// idle inside a transaction longer than this is terminated, because such a
-// transaction would hold back outbox forwarding in the whole cluster (see the
-// package documentation).
+// idle inside a transaction longer than this is terminated (see the package
+// documentation).
 const IdleInTransactionTimeout = 30 * time.Second
 
-// ForwardDeadline is how long a test should wait for the outbox forwarder to
-// deliver something. It is generous on purpose: another test package's
-// transaction can briefly hold the cluster's snapshot horizon back.
+// ForwardDeadline is how long a test should wait for the outbox relay to
+// deliver something: far above the relay's own bound (a poll interval and
+// a round trip), for a machine busy with the rest of the suite.
 const ForwardDeadline = 45 * time.Second
 
 // templateLockKey is the advisory lock (cluster-wide) under which test

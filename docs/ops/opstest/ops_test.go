@@ -47,6 +47,7 @@ var plannedMetrics = []string{
 	"pin_outbox_published_total",
 	"pin_outbox_publish_errors_total",
 	"pin_outbox_dead_letters",
+	"pin_outbox_relay_active", // issue 10: one active relay per topic
 	"pin_http_requests_total",
 	"pin_http_request_duration_seconds",
 	"pin_runner_restarts_total",
@@ -121,6 +122,7 @@ func TestAlertRules(t *testing.T) {
 		"PromotionOutboxBacklogHigh", "PromotionOutboxDeadLetters", "PromotionOutboxLagGrowing",
 		"PromotionConsumerDelayHigh", "PromotionConsumerDeadLetters",
 		"PromotionKafkaTopicMisconfigured",
+		"PromotionOutboxNoActiveRelay",
 	}, names)
 }
 

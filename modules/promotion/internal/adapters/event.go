@@ -19,7 +19,7 @@ import (
 // event for p's current state; occurredAt is the moment of the transition.
 //
 // The message's UUID is the event's messageId (a fresh UUIDv7), so the
-// forwarder and consumers see one id. Metadata carries what the Kafka
+// outbox row, the Kafka message_id header and consumers see one id. Metadata carries what the Kafka
 // marshaler turns into the record key (partition_key = purchase id, which
 // keeps one purchase's events in order) and headers.
 //

@@ -4,15 +4,15 @@ package expirebench
 // module's batch, done by one hand-written statement inside PostgreSQL
 // (CTEs): lock up to $2 due purchases with SKIP LOCKED (oldest EndsAt
 // first, as the partial index promotion_purchases_expiry_idx orders them),
-// expire them, and insert one outbox row each — the forwarder envelope
-// ({destination_topic, uuid, payload (base64 of the event JSON), metadata})
-// that platform/outbox's Publisher writes through watermill-sql, with the
-// full pin.promotion.purchase-changed event (targets in position order,
+// expire them, and insert one outbox row each — the row platform/outbox's
+// Publisher writes through watermill-sql (uuid = message id, payload = the
+// event JSON, metadata = Kafka key and headers), with the full
+// pin.promotion.purchase-changed event (targets in position order,
 // times in RFC 3339 UTC with microseconds, the amount as a number with two
 // decimals) built by json_build_object.
 //
-// Parameters: $1 as-of (timestamptz), $2 batch size, $3 Kafka topic, $4
-// correlation id (the cycle's run id), $5 traceparent. Times are formatted
+// Parameters: $1 as-of (timestamptz), $2 batch size, $3 correlation id (the
+// cycle's run id), $4 traceparent. Times are formatted
 // in the session's time zone, which postgres.Open sets to UTC.
 //
 // It is written to be fast, as a bound should be: the locked rows are
@@ -66,16 +66,11 @@ WITH due AS MATERIALIZED (
 			'version', ev.version)) AS body
 	FROM events AS ev
 )
-INSERT INTO outbox."pin_promotion_purchase_changed_v1" (uuid, payload, metadata, transaction_id)
-SELECT gen_random_uuid(), json_build_object(
-		'destination_topic', $3::text,
-		'uuid', b.message_id,
-		'payload', translate(encode(convert_to(b.body::text, 'UTF8'), 'base64'), E'\n', ''),
-		'metadata', json_build_object(
-			'partition_key', b.id,
-			'event_type', 'pin.promotion.purchase-changed',
-			'contract_version', '1',
-			'correlation_id', $4::text,
-			'traceparent', $5::text)),
-	'{}', pg_current_xact_id()
+INSERT INTO outbox."pin_promotion_purchase_changed_v1" (uuid, payload, metadata)
+SELECT b.message_id, b.body, json_build_object(
+		'partition_key', b.id,
+		'event_type', 'pin.promotion.purchase-changed',
+		'contract_version', '1',
+		'correlation_id', $3::text,
+		'traceparent', $4::text)
 FROM bodies AS b`

@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 )
@@ -125,7 +124,7 @@ func benchBatch(b *testing.B, f *fixture, inst *instance) {
 		},
 		"bound": func(tb testing.TB) {
 			res, err := f.db.SQL.ExecContext(ctx, BoundSQL, time.Now().UTC().Truncate(time.Microsecond),
-				batchSize, contract.Topic, uuid.Must(uuid.NewV7()).String(), benchTraceparent)
+				batchSize, uuid.Must(uuid.NewV7()).String(), benchTraceparent)
 			require.NoError(tb, err)
 			n, err := res.RowsAffected()
 			require.NoError(tb, err)
@@ -205,7 +204,7 @@ func benchDrain(b *testing.B, f *fixture, instances []*instance) {
 			started := time.Now()
 			for {
 				res, err := f.db.SQL.ExecContext(ctx, BoundSQL, time.Now().UTC().Truncate(time.Microsecond),
-					batchSize, contract.Topic, uuid.Must(uuid.NewV7()).String(), benchTraceparent)
+					batchSize, uuid.Must(uuid.NewV7()).String(), benchTraceparent)
 				require.NoError(tb, err)
 				if n, err := res.RowsAffected(); err != nil || n == 0 {
 					require.NoError(tb, err)

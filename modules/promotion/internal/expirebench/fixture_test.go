@@ -2,7 +2,6 @@ package expirebench
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -177,7 +176,7 @@ func (f *fixture) restore(tb testing.TB) {
 	tb.Helper()
 	f.exec(tb, `UPDATE promotion.promotion_purchases AS p
 	SET status = 'Active', version = 1, updated_at = p.starts_at, updated_by_user_id = NULL
-	FROM (SELECT DISTINCT ((payload::json)->'metadata'->>'partition_key')::uuid AS id FROM `+outboxTable+`) AS o
+	FROM (SELECT DISTINCT (metadata->>'partition_key')::uuid AS id FROM `+outboxTable+`) AS o
 	WHERE p.id = o.id`)
 	f.exec(tb, `TRUNCATE `+outboxTable)
 }
@@ -208,8 +207,8 @@ func (f *fixture) requireExpiredOnce(tb testing.TB, want int) {
 	WHERE status = 'Expired' AND version = 2 AND ends_at <= $1 AND ends_at > $1 - interval '1 day'`, f.asOf).Scan(&expired))
 	require.NoError(tb, f.db.SQL.QueryRow(`
 	WITH ev AS (
-		SELECT (payload::json)->'metadata'->>'partition_key' AS purchase_id,
-			convert_from(decode((payload::json)->>'payload', 'base64'), 'UTF8')::json->'payload' AS body
+		SELECT metadata->>'partition_key' AS purchase_id,
+			payload->'payload' AS body
 		FROM `+outboxTable+`
 	)
 	SELECT count(*), count(DISTINCT purchase_id),
@@ -261,38 +260,32 @@ func newInstance(tb testing.TB, url string) *instance {
 	return &instance{db: db, store: store, cycle: cycle}
 }
 
-// outboxEvent is one outbox row as the forwarder will read it: the
-// forwarder envelope and the event it carries.
+// outboxEvent is one outbox row as the relay will read it: the message id,
+// the Kafka metadata and the event.
 type outboxEvent struct {
-	DestinationTopic string            `json:"destination_topic"`
-	UUID             string            `json:"uuid"`
-	Metadata         map[string]string `json:"metadata"`
-	Event            contract.Envelope `json:"-"`
+	UUID     string
+	Metadata map[string]string
+	Event    contract.Envelope
 }
 
 // readOutbox decodes every outbox row, with the event decoded by the
 // contract's consumer-side decoder.
 func readOutbox(tb testing.TB, db *testbed.Database) map[string]outboxEvent {
 	tb.Helper()
-	rows, err := db.SQL.Query(`SELECT payload::text, metadata::text FROM ` + outboxTable)
+	rows, err := db.SQL.Query(`SELECT uuid, payload::text, metadata::text FROM ` + outboxTable)
 	require.NoError(tb, err)
 	defer func() { _ = rows.Close() }()
 	out := map[string]outboxEvent{}
 	for rows.Next() {
+		var e outboxEvent
 		var payload, metadata string
-		require.NoError(tb, rows.Scan(&payload, &metadata))
-		require.JSONEq(tb, `{}`, metadata, "row metadata")
-		var env struct {
-			outboxEvent
-			Payload string `json:"payload"`
-		}
-		require.NoError(tb, json.Unmarshal([]byte(payload), &env), payload)
-		body, err := base64.StdEncoding.DecodeString(env.Payload)
-		require.NoError(tb, err)
-		env.Event, err = contract.Decode(body, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		require.NoError(tb, err, string(body))
-		require.NoError(tb, env.Event.Validate(), string(body))
-		out[env.Metadata[outbox.MetaPartitionKey]] = env.outboxEvent
+		require.NoError(tb, rows.Scan(&e.UUID, &payload, &metadata))
+		require.NoError(tb, json.Unmarshal([]byte(metadata), &e.Metadata), metadata)
+		var err error
+		e.Event, err = contract.Decode([]byte(payload), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		require.NoError(tb, err, payload)
+		require.NoError(tb, e.Event.Validate(), payload)
+		out[e.Metadata[outbox.MetaPartitionKey]] = e
 	}
 	require.NoError(tb, rows.Err())
 	return out

@@ -31,10 +31,9 @@ func Publisher(tb testing.TB, logger *slog.Logger, tp trace.TracerProvider) *out
 	return p
 }
 
-// OutboxEvent is one message of the promotion topic's outbox, unwrapped
-// from watermill's forwarder envelope and decoded the way a consumer
-// decodes it (contract.Decode). It asserts nothing about the event: the
-// tests that read it do.
+// OutboxEvent is one message of the promotion topic's outbox, decoded the
+// way a consumer decodes it (contract.Decode). It asserts nothing about the
+// event: the tests that read it do.
 type OutboxEvent struct {
 	MessageID string            // the outbox message's UUID
 	Metadata  map[string]string // becomes the Kafka key and headers
@@ -47,26 +46,19 @@ type OutboxEvent struct {
 func OutboxEvents(tb testing.TB, db *testbed.Database) []OutboxEvent {
 	tb.Helper()
 	rows, err := db.SQL.QueryContext(context.Background(),
-		`SELECT payload FROM `+outbox.TableName(contract.Topic)+` ORDER BY transaction_id, "offset"`)
+		`SELECT uuid, payload, metadata FROM `+outbox.TableName(contract.Topic)+` ORDER BY "offset"`)
 	require.NoError(tb, err)
 	defer rows.Close()
 	quiet := slog.New(slog.DiscardHandler)
 	var out []OutboxEvent
 	for rows.Next() {
-		var raw []byte
-		require.NoError(tb, rows.Scan(&raw))
-		// The row holds watermill's forwarder envelope around our message.
-		var fwd struct {
-			DestinationTopic string            `json:"destination_topic"`
-			UUID             string            `json:"uuid"`
-			Payload          []byte            `json:"payload"`
-			Metadata         map[string]string `json:"metadata"`
-		}
-		require.NoError(tb, json.Unmarshal(raw, &fwd))
-		require.Equal(tb, contract.Topic, fwd.DestinationTopic)
-		env, err := contract.Decode(fwd.Payload, quiet)
+		var e OutboxEvent
+		var metadata []byte
+		require.NoError(tb, rows.Scan(&e.MessageID, &e.Raw, &metadata))
+		require.NoError(tb, json.Unmarshal(metadata, &e.Metadata))
+		e.Envelope, err = contract.Decode(e.Raw, quiet)
 		require.NoError(tb, err)
-		out = append(out, OutboxEvent{MessageID: fwd.UUID, Metadata: fwd.Metadata, Envelope: env, Raw: fwd.Payload})
+		out = append(out, e)
 	}
 	require.NoError(tb, rows.Err())
 	return out

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -21,7 +20,7 @@ import (
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
-func TestForwardEndToEnd(t *testing.T) {
+func TestRelayEndToEnd(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	brokers := testbed.NewKafka(t, topic)
@@ -30,7 +29,7 @@ func TestForwardEndToEnd(t *testing.T) {
 	pub, err := outbox.NewPublisher(b.logger, tp)
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers}, reg)
+	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, reg)
 
 	purchaseID := uuid.NewString()
 	msg := event(purchaseID, 1)
@@ -66,11 +65,11 @@ func TestForwardEndToEnd(t *testing.T) {
 	c.quiet(t, 300*time.Millisecond)
 }
 
-func TestForwardKeepsOrderPerKey(t *testing.T) {
+func TestRelayKeepsOrderPerKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	brokers := testbed.NewKafka(t, topic)
-	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers, BatchSize: 7}, nil)
+	b.startRelay(t, outbox.RelayConfig{Brokers: brokers, BatchSize: 7}, nil)
 
 	const keys, perKey = 12, 25
 	var wg sync.WaitGroup
@@ -94,13 +93,13 @@ func TestForwardKeepsOrderPerKey(t *testing.T) {
 	}
 }
 
-func TestForwarderWaitsForBrokerAndResumesInOrder(t *testing.T) {
+func TestRelayWaitsForBrokerAndResumesInOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	port := freePort(t)
 	brokers := []string{fmt.Sprintf("127.0.0.1:%d", port)}
 	reg := prometheus.NewRegistry()
-	b.startForwarder(t, outbox.ForwarderConfig{
+	b.startRelay(t, outbox.RelayConfig{
 		Brokers: brokers, ReconnectBackoff: 50 * time.Millisecond, MaxReconnectBackoff: 300 * time.Millisecond,
 	}, reg)
 
@@ -110,7 +109,7 @@ func TestForwarderWaitsForBrokerAndResumesInOrder(t *testing.T) {
 		b.publish(t, event("purchase-a", seq), event("purchase-b", seq))
 		require.Less(t, time.Since(start), 2*time.Second)
 	}
-	time.Sleep(500 * time.Millisecond) // let the forwarder fail a few times
+	time.Sleep(500 * time.Millisecond) // let the relay fail a few times
 	backlog, _, _ := b.stats(t)
 	require.EqualValues(t, 40, backlog, "nothing is acknowledged while the broker is down")
 
@@ -156,40 +155,6 @@ func startKfakeOn(tb testing.TB, port int) *kfake.Cluster {
 	return c
 }
 
-func TestTwoForwardersShareTheOutbox(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	brokers := testbed.NewKafka(t, topic)
-	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
-	stopA := b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers, BatchSize: 5}, regA)
-	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers, BatchSize: 5}, regB)
-
-	const n = 150
-	for i := range n / 3 {
-		b.publish(t, event("p1", i), event("p2", i), event("p3", i))
-	}
-	c := newConsumer(t, brokers)
-	seen := requireOrderedPerKey(t, c.until(t, n))
-	require.Len(t, seen, n)
-	for id, k := range seen {
-		require.Equal(t, 1, k, "message %s forwarded twice", id)
-	}
-	published := metricValue(t, regA, "pin_outbox_published_total") +
-		metricValue(t, regB, "pin_outbox_published_total")
-	require.Equal(t, float64(n), published)
-
-	// One of them stops; the other carries on alone. Stopping may cut A's
-	// batch in flight after Kafka took it but before its position was
-	// stored: B then sends those records again (at least once), so count
-	// distinct messages here.
-	stopA()
-	for i := n / 3; i < n/3+10; i++ {
-		b.publish(t, event("p1", i))
-	}
-	seen = requireOrderedPerKey(t, c.untilDistinct(t, n+10))
-	require.Len(t, seen, n+10)
-}
-
 func TestPoisonMessageIsDeadLetteredAndTheNextOneFlows(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -202,15 +167,14 @@ func TestPoisonMessageIsDeadLetteredAndTheNextOneFlows(t *testing.T) {
 	// an older release or a manual insert could have.
 	poison := event("purchase-1", 2)
 	poison.Metadata.Set(outbox.MetaPartitionKey, "")
-	insertRaw(t, b, poison)
-	// And a row that is not a forwarder envelope at all.
-	_, err := b.db.SQL.Exec(`INSERT INTO `+outbox.TableName(topic)+
-		` (uuid, payload, metadata, transaction_id) VALUES ($1, '{"foo":1}', '{}', pg_current_xact_id())`, uuid.NewString())
-	require.NoError(t, err)
+	insertRaw(t, b, poison.UUID, string(poison.Payload), `{"partition_key":""}`)
+	// And a row whose metadata is no message metadata at all.
+	badMeta := uuid.NewString()
+	insertRaw(t, b, badMeta, `{"foo":1}`, `{"partition_key":7}`)
 	good2 := event("purchase-1", 3)
 	b.publish(t, good2)
 
-	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers, MaxAttempts: 3, RetryBackoff: 10 * time.Millisecond}, reg)
+	b.startRelay(t, outbox.RelayConfig{Brokers: brokers, MaxAttempts: 3, RetryBackoff: 10 * time.Millisecond}, reg)
 
 	records := newConsumer(t, brokers).until(t, 2)
 	require.Equal(t, good1.UUID, headers(records[0])["message_id"])
@@ -230,26 +194,24 @@ func TestPoisonMessageIsDeadLetteredAndTheNextOneFlows(t *testing.T) {
 		var attempts int
 		var hasOffset bool
 		require.NoError(t, rows.Scan(&id, &msg, &attempts, &hasOffset))
-		require.Equal(t, 3, attempts)
 		require.True(t, hasOffset)
-		got = append(got, id+" | "+msg)
+		got = append(got, fmt.Sprintf("%s | %d | %s", id, attempts, msg))
 	}
 	require.Len(t, got, 2)
-	require.Contains(t, got[0], poison.UUID)
+	require.Contains(t, got[0], poison.UUID+" | 3 | ")
 	require.Contains(t, got[0], "partition_key")
-	require.Contains(t, got[1], "envelope")
+	require.Contains(t, got[1], badMeta+" | 1 | metadata")
 	require.Equal(t, 3.0, metricValue(t, reg, "pin_outbox_publish_errors_total"),
 		"only the poison message reached the producer (three attempts)")
 	require.Equal(t, 2.0, metricValue(t, reg, "pin_outbox_published_total"))
 }
 
-// insertRaw writes msg through the forwarder's envelope without the
-// Publisher's checks.
-func insertRaw(tb testing.TB, b testBundle, msg *message.Message) {
+// insertRaw writes an outbox row without the Publisher's checks, as an older
+// release or a manual insert could have.
+func insertRaw(tb testing.TB, b testBundle, id, payload, metadata string) {
 	tb.Helper()
-	env := fmt.Sprintf(`{"destination_topic":%q,"uuid":%q,"payload":null,"metadata":{"partition_key":""}}`, topic, msg.UUID)
-	_, err := b.db.SQL.Exec(`INSERT INTO `+outbox.TableName(topic)+
-		` (uuid, payload, metadata, transaction_id) VALUES ($1, $2, '{}', pg_current_xact_id())`, uuid.NewString(), env)
+	_, err := b.db.SQL.Exec(`INSERT INTO `+outbox.TableName(topic)+` (uuid, payload, metadata) VALUES ($1, $2, $3)`,
+		id, payload, metadata)
 	require.NoError(tb, err)
 }
 
@@ -270,7 +232,7 @@ func metricValue(tb testing.TB, reg *prometheus.Registry, name string) float64 {
 	return v
 }
 
-func TestForwarderServesSeveralTopics(t *testing.T) {
+func TestRelayServesSeveralTopics(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const other = "pin.test.other-topic.v1"
@@ -286,7 +248,7 @@ func TestForwarderServesSeveralTopics(t *testing.T) {
 	require.Equal(t, `outbox."pin_test_other_topic_v1"`, outbox.TableName(other))
 
 	brokers := testbed.NewKafka(t, topic, other)
-	b.startForwarder(t, outbox.ForwarderConfig{Brokers: brokers, Topics: []string{topic, other}}, nil)
+	b.startRelay(t, outbox.RelayConfig{Brokers: brokers, Topics: []string{topic, other}}, nil)
 	a, o := event("p", 1), event("p", 1)
 	require.NoError(t, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
 		if err := b.pub.Publish(b.ctx, tx, topic, a); err != nil {
