@@ -25,7 +25,7 @@ build-production: ## build bin/pin as the image does (-tags production: no pin d
 image: ## build the container image pin:$(git describe), with that version inside
 	docker build --build-arg VERSION="$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -t pin:"$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" .
 
-dev: ## run the module on this machine: API, expiry job, forwarder and an embedded Kafka-protocol broker
+dev: ## run the module on this machine: API, expiry job, outbox relay and an embedded Kafka-protocol broker
 	@./scripts/check-postgres.sh "$${PIN_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/pin?sslmode=disable}"
 	@$(MAKE) --no-print-directory build
 	./$(BIN) dev
