@@ -100,6 +100,7 @@ type benchRig struct {
 	testBundle
 	brokers []string
 
+	relayOnce sync.Once
 	mu        sync.Mutex
 	committed map[string]time.Time
 	arrived   map[string]time.Time
@@ -133,10 +134,13 @@ func newBenchRig(b testing.TB) *benchRig {
 	return r
 }
 
+// startRelay starts the rig's relay, once.
 func (r *benchRig) startRelay(b testing.TB) {
 	b.Helper()
 	// The production defaults, as pin serve runs with PIN_OUTBOX_* unset.
-	r.testBundle.startRelay(b, outbox.RelayConfig{Brokers: r.brokers, PollInterval: defaultPoll}, nil)
+	r.relayOnce.Do(func() {
+		r.testBundle.startRelay(b, outbox.RelayConfig{Brokers: r.brokers, PollInterval: defaultPoll}, nil)
+	})
 }
 
 // defaultPoll is PIN_OUTBOX_POLL_INTERVAL's default (platform/config).
@@ -202,6 +206,11 @@ func (r *benchRig) offer(b testing.TB, rate float64, d time.Duration, perTx, wri
 	r.startRelay(b)
 	total := int(rate * d.Seconds())
 	var seq atomic.Int64
+	delivered0 := r.delivered.Load()
+	r.mu.Lock()
+	clear(r.committed) // latencies of this period only
+	base := len(r.arrived)
+	r.mu.Unlock()
 	var committedN atomic.Int64
 	interval := time.Duration(float64(time.Second) * float64(perTx*writers) / rate)
 	started := time.Now()
@@ -221,7 +230,7 @@ func (r *benchRig) offer(b testing.TB, rate float64, d time.Duration, perTx, wri
 			case <-stopSampling:
 				return
 			case <-tick.C:
-				samples = append(samples, sample{time.Since(started), committedN.Load() - r.delivered.Load()})
+				samples = append(samples, sample{time.Since(started), committedN.Load() - (r.delivered.Load() - delivered0)})
 			}
 		}
 	}()
@@ -241,7 +250,7 @@ func (r *benchRig) offer(b testing.TB, rate float64, d time.Duration, perTx, wri
 				next = next.Add(interval)
 				msgs := make([]*message.Message, 0, perTx)
 				for i := first; i < min(first+perTx, total); i++ {
-					msgs = append(msgs, benchEvent(i))
+					msgs = append(msgs, benchEvent(base+i))
 				}
 				r.publish(b, msgs...)
 				at := time.Now()
@@ -260,9 +269,9 @@ func (r *benchRig) offer(b testing.TB, rate float64, d time.Duration, perTx, wri
 	<-sampled
 	res := offerResult{
 		committedRate: float64(total) / offeredFor.Seconds(),
-		endBacklog:    committedN.Load() - r.delivered.Load(),
+		endBacklog:    committedN.Load() - (r.delivered.Load() - delivered0),
 	}
-	r.waitDelivered(b, total, time.Minute)
+	r.waitDelivered(b, int(delivered0)+total, time.Minute)
 	res.deliveredRate = float64(total) / time.Since(started).Seconds()
 
 	var xs, ys []float64

