@@ -12,7 +12,8 @@
 #   PIN_BENCH_BATCH_ITERATIONS   iterations per size (default 30)
 #   PIN_BENCH_DRAIN_ITERATIONS   drains per instance count (default 5)
 #   PIN_BENCH_API_DURATION       measured time of the API and of pgbench (default 20s)
-#   PIN_BENCH_SUSTAINED_STEPS    offered loads of the forwarder (default 2000,4000,6000,8000,10000)
+#   PIN_BENCH_SUSTAINED_STEPS    offered loads of the outbox relay (default 2000,4000,6000,8000,10000)
+#   PIN_BENCH_INSERT_ITERATIONS  expiry-batch outbox inserts per row layout (default 30)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -108,8 +109,9 @@ PIN_BENCH_EXPLAIN_DIR=$root/$out step expire-batch -bench 'BenchmarkExpireBatch$
 step expire-drain -bench 'BenchmarkExpireDrain$' -benchtime "${PIN_BENCH_DRAIN_ITERATIONS:-5}x" \
   $(profile expire-drain) ./modules/promotion/internal/expirebench/
 # shellcheck disable=SC2046
-step forwarder -bench 'BenchmarkCommitToKafka$' -benchtime 1x -v \
-  $(profile forwarder) ./platform/outbox/
+step relay -bench 'BenchmarkCommitToKafka$' -benchtime 1x -v \
+  $(profile relay) ./platform/outbox/
+step outbox-insert -bench 'BenchmarkOutboxInsert$' -benchtime "${PIN_BENCH_INSERT_ITERATIONS:-30}x" ./platform/outbox/
 PIN_BENCH_PIN_BINARY=$root/$out/bin/pin step api -bench 'BenchmarkAPI$' -benchtime 1x -v ./cmd/pinload/
 step boost-consumer -bench 'BenchmarkBoostConsumer$' -benchtime 1x -v ./modules/boost/
 PIN_BENCH_PIN_BINARY=$root/$out/bin/pin step boost-e2e -bench 'BenchmarkBoostEndToEnd$' -benchtime 1x -v ./cmd/pinload/
@@ -153,10 +155,15 @@ row "drain 10k, 2 instances" "$(metric expire-drain $b 2-instances-purchases/s)"
 row "drain 10k, 2 vs 1" "$(metric expire-drain $b 2-vs-1)" ">=" 1.5 "x" expire-drain
 echo "  (each drain checked: 10k Expired, none due, exactly one Expired event per purchase)" | tee -a "$out/summary.txt"
 b=BenchmarkCommitToKafka/latency-200eps
-row "forwarder commit->consumer p50 @200 ev/s" "$(metric forwarder $b p50-ms)" "<" 50 "ms" forwarder
-row "forwarder commit->consumer p99 @200 ev/s" "$(metric forwarder $b p99-ms)" "<" 200 "ms" forwarder
-row "forwarder drain of a 20k backlog" "$(metric forwarder BenchmarkCommitToKafka/drain events/s)" ">=" 2000 "events/s" forwarder
-row "forwarder max sustained (backlog flat)" "$(metric forwarder BenchmarkCommitToKafka/sustained max-sustained-events/s)" ">=" 2000 "events/s" forwarder
+row "relay commit->consumer p50 @200 ev/s" "$(metric relay $b p50-ms)" "<=" 25 "ms" relay
+row "relay commit->consumer p99 @200 ev/s" "$(metric relay $b p99-ms)" "<=" 60 "ms" relay
+row "relay drain of a 20k backlog" "$(metric relay BenchmarkCommitToKafka/drain events/s)" ">=" 7700 "events/s" relay
+row "relay max sustained (backlog flat)" "$(metric relay BenchmarkCommitToKafka/sustained max-sustained-events/s)" ">=" 2000 "events/s" relay
+b=BenchmarkOutboxInsert
+row "outbox insert of a 200-event batch (json)" "$(metric outbox-insert $b insert-ms/migrated)" ">=" 0 "ms" outbox-insert
+row "  same, payload and metadata jsonb / json" "$(metric outbox-insert $b insert-x/payload-jsonb)" ">=" 0 "x" outbox-insert
+row "  same, payload bytea / json" "$(metric outbox-insert $b insert-x/payload-bytea)" ">=" 0 "x" outbox-insert
+row "relay read of 200 rows (json)" "$(metric outbox-insert $b read-ms/migrated)" ">=" 0 "ms" outbox-insert
 row "API purchases/s (32 clients)" "$(metric api BenchmarkAPI api-purchases/s)" ">=" 0 "/s" api
 row "pgbench same transaction (32 clients)" "$(metric api BenchmarkAPI pgbench-tps)" ">=" 0 "tps" api
 row "API / pgbench" "$(metric api BenchmarkAPI api/pgbench)" ">=" 0.5 "x" api
