@@ -28,7 +28,7 @@ import (
 // BenchmarkAPIInProcess is BenchmarkAPI's load against the server wired
 // in this process the way `pin serve` wires it (JSON logs at info, going to
 // io.Discard; Prometheus registry; a recording tracer provider; the outbox
-// forwarder running against kfake), so that -cpuprofile and -memprofile
+// relay running against kfake), so that -cpuprofile and -memprofile
 // see the server's side. Client and server share the process (and the two
 // cores), so its throughput is not the figure to quote: BenchmarkAPI's is.
 func BenchmarkAPIInProcess(b *testing.B) {

@@ -36,7 +36,7 @@ const (
 )
 
 // tracedBundle is the module wired as `pin serve` wires it — HTTP server,
-// outbox publisher and, when asked, the forwarder to a kfake broker — all
+// outbox publisher and, when asked, the relay to a kfake broker — all
 // tracing into one in-memory exporter and measuring into one registry.
 type tracedBundle struct {
 	*testBundle

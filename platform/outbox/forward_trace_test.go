@@ -20,7 +20,7 @@ import (
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
-// TestForwardSpanContinuesThePublicationTrace checks the forwarder's span
+// TestForwardSpanContinuesThePublicationTrace checks the relay's span
 // per message: a child of the publication span carried in the row's
 // traceparent (so the trace that made the change reaches Kafka), with the
 // messaging attributes, and an error status for a message Kafka never takes.

@@ -96,7 +96,7 @@ func TestMetricsReportBacklogAgeAndDeadLetters(t *testing.T) {
 	age := metricValue(t, reg, "pin_outbox_oldest_message_age_seconds")
 	require.InDelta(t, 90, age, 30)
 
-	// The forwarder registers the same collectors on the same registry.
+	// The relay registers the same collectors on the same registry.
 	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, reg)
 	newConsumer(t, brokers).until(t, 3)
 	waitFor(t, "backlog gauge to drop", func() bool {
