@@ -135,7 +135,7 @@ func TestUpgradeCarriesTheBacklogOverOnce(t *testing.T) {
 	_, err = db.SQL.Exec(`UPDATE outbox."pin_promotion_purchase_changed_v1" SET acked = false
 		WHERE uuid = ANY($1)`, ids[95:])
 	require.NoError(t, err)
-	_, err = goose.Down(ctx)
+	_, err = goose.DownTo(ctx, 2) // later migrations first, then 00003
 	require.NoError(t, err)
 	var backlog []string
 	rows, err := db.SQL.Query(`SELECT payload->>'uuid' FROM outbox."pin_promotion_purchase_changed_v1" m
