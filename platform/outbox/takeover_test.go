@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
@@ -23,7 +25,8 @@ import (
 // for two minutes under 12 writers. Writers of one key serialise on the
 // key's row, as the module's writers of one purchase do on the purchase
 // row. The active relay is stopped (and restarted) once, and later loses
-// its database session (the runbook's pg_terminate_backend). Each time a
+// its database (its pool closed, its lock session ended with the runbook's
+// query and pg_terminate_backend; then restarted). Each time a
 // standby takes over within 5s; every event arrives at least once, in order
 // per key; duplicates are counted and reported.
 func TestThreeRelaysTakeOverUnderTraffic(t *testing.T) {
@@ -39,13 +42,22 @@ func TestThreeRelaysTakeOverUnderTraffic(t *testing.T) {
 	_, err = b.db.SQL.Exec(`INSERT INTO purchases (id) SELECT 'purchase-' || i FROM generate_series(1, $1::int) i`, keys)
 	require.NoError(t, err)
 
+	// Each relay has a pool of its own, as each instance of pin serve does.
 	type relay struct {
 		reg  *prometheus.Registry
+		pool *sql.DB
 		stop func()
 	}
 	start := func() relay {
+		pool, err := sql.Open("pgx", b.db.URL)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = pool.Close() })
 		reg := prometheus.NewRegistry()
-		return relay{reg: reg, stop: b.startRelay(t, outbox.RelayConfig{Brokers: brokers, LockRetryInterval: time.Second}, reg)}
+		r, err := outbox.NewRelay(pool, outbox.RelayConfig{
+			Brokers: brokers, Topics: []string{topic}, PollInterval: 20 * time.Millisecond, LockRetryInterval: time.Second,
+		}, b.logger, reg, noop.NewTracerProvider())
+		require.NoError(t, err)
+		return relay{reg: reg, pool: pool, stop: testbed.Start(t, r.Run)}
 	}
 	relays := []relay{start(), start(), start()}
 	active := func() int {
@@ -102,12 +114,15 @@ func TestThreeRelaysTakeOverUnderTraffic(t *testing.T) {
 	runbook, err := os.ReadFile(outboxRunbook)
 	require.NoError(t, err)
 	holder := strings.TrimSuffix(sqlAfter(t, string(runbook), "### 2. Is a relay active?"), ";")
-	takeover("active relay lost its database session", func(int) {
+	takeover("active relay lost its database", func(i int) {
 		var pid int
 		require.NoError(t, b.db.SQL.QueryRow(`SELECT pid FROM (`+holder+`) h`).Scan(&pid))
+		// Its database is gone for good: no new connection, and the
+		// session holding the lock ends.
+		require.NoError(t, relays[i].pool.Close())
 		_, err := b.db.SQL.Exec(`SELECT pg_terminate_backend($1)`, pid)
 		require.NoError(t, err)
-	}, nil)
+	}, func(i int) { relays[i].stop(); relays[i] = start() })
 	wg.Wait()
 
 	total := int(written.Load())
