@@ -56,7 +56,8 @@ const (
 	APILockTimeout      = 2 * time.Second
 	APIStatementTimeout = 5 * time.Second
 	// BackgroundMaxOpenConns is the pool of the runners (expiry job, outbox
-	// forwarder and cleaners) and probes beside the API's.
+	// relay — one connection per topic, held — and cleaners) and probes
+	// beside the API's.
 	BackgroundMaxOpenConns = maxOpenConns - APIMaxOpenConns
 )
 
