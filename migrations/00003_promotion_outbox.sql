@@ -1,6 +1,6 @@
 -- The promotion module's outbox: the table of Kafka topic
 -- pin.promotion.purchase-changed.v1, in the layout of watermill-sql's
--- PostgreSQLQueueSchema (platform/outbox, docs/adr/0006-outbox-relay.md).
+-- PostgreSQLQueueSchema (platform/outbox, docs/adr/0008-outbox-relay.md).
 -- The module owns it: it declares the topic (promotion.Module.OutboxTopics),
 -- and the host runs the relay, retention and metrics of what it declares.
 --

@@ -5,7 +5,7 @@
 // per key, and marks each one acknowledged. One relay per topic is active at
 // a time, elected through a PostgreSQL advisory lock. Rows nobody can
 // publish end in a dead-letter table; acknowledged rows are deleted after a
-// retention period (RetentionCleaner). See docs/adr/0006-outbox-relay.md and
+// retention period (RetentionCleaner). See docs/adr/0008-outbox-relay.md and
 // docs/event-pipeline.md.
 //
 // It is built from watermill: watermill-sql's PostgreSQLQueueSchema and

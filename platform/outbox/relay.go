@@ -93,7 +93,7 @@ func (c *RelayConfig) setDefaults() {
 // Relay is the host.Runner that sends committed outbox rows to Kafka. Every
 // instance of the service runs one; per topic, the one holding the topic's
 // PostgreSQL advisory lock is active and the others stand by. The design and
-// its guarantees are in docs/adr/0006-outbox-relay.md.
+// its guarantees are in docs/adr/0008-outbox-relay.md.
 type Relay struct {
 	db      *sql.DB
 	cfg     RelayConfig
