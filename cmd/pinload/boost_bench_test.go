@@ -16,7 +16,7 @@ import (
 
 // BenchmarkBoostEndToEnd measures the delay from the API's commit of a
 // purchase to its boost in the reference projection, across the whole
-// chain: the purchase transaction, the outbox, the forwarder, Kafka (kfake),
+// chain: the purchase transaction, the outbox, the relay, Kafka (kfake),
 // the consumer and its transaction. It starts `pin serve` with
 // PIN_BOOST_PROJECTION=on, offers 200 purchases/s (one new project each) for
 // 10 s from 8 clients, waits until every one is in the projection, and

@@ -10,7 +10,7 @@ import (
 	"github.com/IBM/sarama"
 )
 
-// ProducerConfig returns the Sarama configuration of the outbox forwarder's
+// ProducerConfig returns the Sarama configuration of the outbox relay's
 // synchronous producer:
 //
 //   - Version 2.1: record headers need at least 0.11;
@@ -21,7 +21,7 @@ import (
 //   - Kafka's default partitioner (murmur2 of the key), so a key lands on
 //     the partition a Java or librdkafka producer would choose;
 //   - short retries and timeouts: a broker that is down is reported to the
-//     forwarder within seconds, which then backs off as a whole instead of
+//     relay within seconds, which then backs off as a whole instead of
 //     holding an outbox transaction open.
 func ProducerConfig(clientID string) *sarama.Config {
 	c := sarama.NewConfig()

@@ -125,7 +125,7 @@ func TestStartEmbedded(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, topics["pin.promotion.purchase-changed.v1"].Partitions, kafka.EmbeddedPartitions)
 
-	// The Sarama producer of the forwarder works against it.
+	// The Sarama producer of the outbox relay works against it.
 	p, err := sarama.NewSyncProducer([]string{addr}, kafka.ProducerConfig("pin-test"))
 	require.NoError(t, err)
 	defer p.Close()

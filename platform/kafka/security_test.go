@@ -168,7 +168,7 @@ func scram(mechanism, password string, trust *tls.Config) kafka.Security {
 	return kafka.Security{SASLMechanism: mechanism, SASLUsername: "pin", SASLPassword: password, TLS: trust}
 }
 
-// produceOne sends one record to secTopic with the forwarder's producer
+// produceOne sends one record to secTopic with the outbox relay's producer
 // configuration and sec.
 func produceOne(brokers []string, sec kafka.Security) error {
 	producer, err := sarama.NewSyncProducer(brokers, kafka.NewProducerConfig("test", sec))

@@ -10,7 +10,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 )
 
-// goldenRecord is the Active golden event as the forwarder puts it on the
+// goldenRecord is the Active golden event as the outbox relay puts it on the
 // topic: key = purchase id, message_id header = messageId.
 func goldenRecord(tb testing.TB) contract.Record {
 	tb.Helper()
