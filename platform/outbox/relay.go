@@ -215,9 +215,10 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 		// went to Kafka is acknowledged rather than sent again. READ
 		// COMMITTED: the SELECT takes its snapshot after the lock was
 		// granted, so it sees every acknowledgement of the previous holder.
-		round := context.WithoutCancel(ctx)
+		round, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxRound)
 		tx, err := conn.BeginTx(round, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
+			cancel()
 			return fmt.Errorf("begin: %w", err)
 		}
 		rows, err := r.readBatch(round, tx, topic)
@@ -230,6 +231,7 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 			err = errors.Join(sendErr, err)
 		}
 		_ = tx.Rollback() // after a commit, a no-op
+		cancel()
 		switch {
 		case err != nil:
 			return fmt.Errorf("relay %s: %w", topic, err)
@@ -240,6 +242,11 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 		}
 	}
 }
+
+// maxRound bounds one round, far above its worst case (Sarama's retries and
+// timeouts of a failing broker, the poison retries): a round still running
+// then is on a connection that stopped answering, and is given up.
+const maxRound = 2 * time.Minute
 
 // awaitLock returns once this session holds topic's advisory lock. It polls
 // with pg_try_advisory_lock rather than waiting in pg_advisory_lock: a
