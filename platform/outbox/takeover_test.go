@@ -57,7 +57,7 @@ func TestThreeRelaysTakeOverUnderTraffic(t *testing.T) {
 			Brokers: brokers, Topics: []string{topic}, PollInterval: 20 * time.Millisecond, LockRetryInterval: time.Second,
 		}, b.logger, reg, noop.NewTracerProvider())
 		require.NoError(t, err)
-		return relay{reg: reg, pool: pool, stop: testbed.Start(t, r.Run)}
+		return relay{reg: reg, pool: pool, stop: testbed.StartRunner(t, r)}
 	}
 	relays := []relay{start(), start(), start()}
 	active := func() int {
