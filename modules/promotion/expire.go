@@ -30,16 +30,16 @@ type expireJob struct {
 	cmd    app.ExpirePromotions
 }
 
-// newExpireJob builds the job from d (after New filled in its defaults). It
-// registers the job's metrics on d.Registerer, so they are exported from
-// the start. Zero values of d.Expire mean the defaults, except
+// newExpireJob builds the job from d (after New filled in its defaults),
+// publishing to events. It registers the job's metrics on d.Registerer, so
+// they are exported from the start. Zero values of d.Expire mean the defaults, except
 // MaxBatchesPerCycle, where 0 means no limit within the cycle budget.
-func newExpireJob(d Deps) (*expireJob, error) {
+func newExpireJob(d Deps, events adapters.Publications) (*expireJob, error) {
 	metrics, err := app.NewExpireMetrics(d.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	store, err := adapters.NewExpireRepository(d.DB, d.Outbox)
+	store, err := adapters.NewExpireRepository(d.DB, d.Outbox, events...)
 	if err != nil {
 		return nil, err
 	}

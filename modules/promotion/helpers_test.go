@@ -28,6 +28,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/httpserver"
@@ -96,6 +97,8 @@ type wiring struct {
 	logs io.Writer
 	// apiDB is set by newWiredBundle from apiPool.
 	apiDB *gorm.DB
+	// publications replace the module's own topics of the event when set.
+	publications adapters.Publications
 }
 
 // logger is where the wiring's logs go.
@@ -113,10 +116,15 @@ func newModule(tb testing.TB, db *gorm.DB, w wiring) (*promotion.Module, *auth.A
 	logger := w.logger()
 	authn, err := auth.NewAuthenticator(testSecret)
 	require.NoError(tb, err)
-	module, err := promotion.New(promotion.Deps{
+	deps := promotion.Deps{
 		DB: db, APIDB: w.apiDB, Outbox: promotiontest.Publisher(tb, logger, w.tp), Auth: authn, Logger: logger,
 		Registerer: w.registerer, TracerProvider: w.tp, Expire: w.expire,
-	})
+	}
+	build := promotion.New
+	if w.publications != nil {
+		build = func(d promotion.Deps) (*promotion.Module, error) { return promotion.NewPublishingTo(d, w.publications) }
+	}
+	module, err := build(deps)
 	require.NoError(tb, err)
 	return module, authn
 }

@@ -21,7 +21,6 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"gorm.io/gorm"
 
-	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
@@ -74,6 +73,7 @@ const Name = "promotion"
 // Module is the promotion module, ready to be registered with the host.
 type Module struct {
 	deps      Deps
+	events    adapters.Publications // the topics of the purchase-changed event
 	app       app.Application
 	purchases *adapters.PurchaseRepository
 	packages  *adapters.PackageRepository
@@ -87,8 +87,21 @@ var (
 	_ host.EventSource = (*Module)(nil)
 )
 
+// publications are the topics the purchase-changed event is published to,
+// each transition to all of them in its transaction. A second entry is how
+// a new contract version is published beside the old one during its
+// migration (docs/contracts/purchase-changed.md, "A breaking change: version 2").
+func publications() adapters.Publications {
+	return adapters.Publications{adapters.PurchaseChangedV1()}
+}
+
 // New builds the module from its dependencies.
 func New(d Deps) (*Module, error) {
+	return newModule(d, publications())
+}
+
+// newModule builds the module publishing its event to events.
+func newModule(d Deps, events adapters.Publications) (*Module, error) {
 	// Auth is needed only to serve HTTP: `pin expire-promotions --once`
 	// builds the module without it.
 	if d.DB == nil || d.Outbox == nil {
@@ -108,7 +121,7 @@ func New(d Deps) (*Module, error) {
 	if d.APIDB == nil {
 		d.APIDB = d.DB
 	}
-	purchases, err := adapters.NewPurchaseRepository(d.APIDB, d.Outbox)
+	purchases, err := adapters.NewPurchaseRepository(d.APIDB, d.Outbox, events...)
 	if err != nil {
 		return nil, fmt.Errorf("promotion: %w", err)
 	}
@@ -122,18 +135,19 @@ func New(d Deps) (*Module, error) {
 	}
 	m := &Module{
 		deps:      d,
+		events:    events,
 		app:       application,
 		purchases: purchases,
 		packages:  packages,
 		http:      ports.NewHTTPServer(application, d.Auth),
 	}
-	expire, err := newExpireJob(d)
+	expire, err := newExpireJob(d, events)
 	if err != nil {
 		return nil, fmt.Errorf("promotion: %w", err)
 	}
 	m.expire = expire
 	m.runners = append(m.runners, expire.runner)
-	background, err := adapters.NewPurchaseRepository(d.DB, d.Outbox)
+	background, err := adapters.NewPurchaseRepository(d.DB, d.Outbox, events...)
 	if err != nil {
 		return nil, fmt.Errorf("promotion: %w", err)
 	}
@@ -153,9 +167,9 @@ func (m *Module) RegisterRoutes(e *echo.Echo) {
 	m.http.RegisterRoutes(e)
 }
 
-// OutboxTopics implements host.EventSource: the module publishes
-// contract.Topic, whose outbox table migration 00003 creates.
-func (m *Module) OutboxTopics() []string { return []string{contract.Topic} }
+// OutboxTopics implements host.EventSource: the topics of the module's
+// publications, contract.Topic alone (its outbox table: migration 00003).
+func (m *Module) OutboxTopics() []string { return m.events.Topics() }
 
 // Runners returns the module's background runners.
 func (m *Module) Runners() []host.Runner { return append([]host.Runner(nil), m.runners...) }

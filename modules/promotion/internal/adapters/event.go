@@ -27,13 +27,19 @@ import (
 // contract: no targets, an unknown enum, a rule of contract.Validate. The
 // expiry job relies on that to set a poison purchase aside.
 func PurchaseChangedMessage(ctx context.Context, p *domain.Purchase, occurredAt time.Time) (*message.Message, error) {
+	msgs, err := Publications{PurchaseChangedV1()}.messages(ctx, p, occurredAt)
+	if err != nil {
+		return nil, err
+	}
+	return msgs[0], nil
+}
+
+// purchaseChangedV1Message is PurchaseChangedMessage with the messageId
+// given: the builder of the contract version 1 publication.
+func purchaseChangedV1Message(ctx context.Context, p *domain.Purchase, occurredAt time.Time, messageID uuid.UUID) (*message.Message, error) {
 	payload, err := toContractPurchaseChanged(p)
 	if err != nil {
 		return nil, fmt.Errorf("purchase-changed event of %s: %w", p.ID(), err)
-	}
-	messageID, err := uuid.NewV7()
-	if err != nil {
-		return nil, fmt.Errorf("purchase-changed event of %s: message id: %w", p.ID(), err)
 	}
 	data, err := contract.Marshal(contract.NewEnvelope(payload, messageID, occurredAt))
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -28,16 +27,22 @@ import (
 type ExpireRepository struct {
 	db     *gorm.DB
 	outbox *outbox.Publisher
+	events Publications
 }
 
 var _ app.ExpireStore = (*ExpireRepository)(nil)
 
-// NewExpireRepository returns the repository.
-func NewExpireRepository(db *gorm.DB, publisher *outbox.Publisher) (*ExpireRepository, error) {
+// NewExpireRepository returns the repository. It publishes each event to
+// publications, PurchaseChangedV1 alone when none is given.
+func NewExpireRepository(db *gorm.DB, publisher *outbox.Publisher, publications ...Publication) (*ExpireRepository, error) {
 	if db == nil || publisher == nil {
 		return nil, errors.New("adapters: expire repository needs a database and an outbox publisher")
 	}
-	return &ExpireRepository{db: db, outbox: publisher}, nil
+	events, err := publicationsOrV1(publications)
+	if err != nil {
+		return nil, err
+	}
+	return &ExpireRepository{db: db, outbox: publisher, events: events}, nil
 }
 
 // expiryCandidate is a locked purchase after its transition, before it is
@@ -45,7 +50,7 @@ func NewExpireRepository(db *gorm.DB, publisher *outbox.Publisher) (*ExpireRepos
 type expiryCandidate struct {
 	purchase        *domain.Purchase
 	previousVersion int64
-	event           *message.Message
+	events          []*message.Message // one per publication
 }
 
 // ExpireBatch implements app.ExpireStore. b.Expire must be safe to call
@@ -96,7 +101,7 @@ func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (
 		if err != nil {
 			return err
 		}
-		candidates, failed := prepareExpiries(ctx, rows, targets, b)
+		candidates, failed := prepareExpiries(ctx, r.events, rows, targets, b)
 		res.Failed = append(res.Failed, failed...)
 
 		written, failed, err := writeTransitions(ctx, tx, candidates)
@@ -104,12 +109,12 @@ func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (
 			return err
 		}
 		res.Failed = append(res.Failed, failed...)
-		events := make([]*message.Message, len(written))
+		events := make([][]*message.Message, len(written))
 		for i, c := range written {
-			events[i] = c.event
+			events[i] = c.events
 			res.Expired = append(res.Expired, c.purchase)
 		}
-		if err := r.outbox.Publish(ctx, tx, contract.Topic, events...); err != nil {
+		if err := r.events.publish(ctx, tx, r.outbox, events...); err != nil {
 			return fmt.Errorf("publish expired events: %w", err)
 		}
 		return nil
@@ -250,13 +255,13 @@ const parallelPrepareMin = 32
 // Building the events (JSON, validation) is most of a batch's CPU time, and
 // it is independent per purchase, so a large batch spreads it over
 // GOMAXPROCS goroutines while the transaction waits.
-func prepareExpiries(ctx context.Context, rows []purchaseModel, targets map[uuid.UUID][]targetModel, b app.ExpireBatch) ([]expiryCandidate, []app.FailedExpiry) {
+func prepareExpiries(ctx context.Context, events Publications, rows []purchaseModel, targets map[uuid.UUID][]targetModel, b app.ExpireBatch) ([]expiryCandidate, []app.FailedExpiry) {
 	prepared := make([]expiryCandidate, len(rows))
 	errs := make([]error, len(rows))
 	workers := min(runtime.GOMAXPROCS(0), len(rows)/(parallelPrepareMin/2))
 	if len(rows) < parallelPrepareMin || workers < 2 {
 		for i, m := range rows {
-			prepared[i], errs[i] = prepareExpiry(ctx, m, targets[m.ID], b)
+			prepared[i], errs[i] = prepareExpiry(ctx, events, m, targets[m.ID], b)
 		}
 	} else {
 		var wg sync.WaitGroup
@@ -265,7 +270,7 @@ func prepareExpiries(ctx context.Context, rows []purchaseModel, targets map[uuid
 			go func() {
 				defer wg.Done()
 				for i := w; i < len(rows); i += workers {
-					prepared[i], errs[i] = prepareExpiry(ctx, rows[i], targets[rows[i].ID], b)
+					prepared[i], errs[i] = prepareExpiry(ctx, events, rows[i], targets[rows[i].ID], b)
 				}
 			}()
 		}
@@ -284,11 +289,11 @@ func prepareExpiries(ctx context.Context, rows []purchaseModel, targets map[uuid
 }
 
 // prepareExpiry rebuilds a locked purchase, makes its transition and builds
-// its event: everything that can reject a poison item, before any write.
+// its event for each publication: everything that can reject a poison item, before any write.
 // A panic (a bug meeting an unexpected row) is turned into the item's error:
 // it runs on worker goroutines, where it would otherwise end the process,
 // and it is about this purchase only.
-func prepareExpiry(ctx context.Context, m purchaseModel, targets []targetModel, b app.ExpireBatch) (c expiryCandidate, err error) {
+func prepareExpiry(ctx context.Context, events Publications, m purchaseModel, targets []targetModel, b app.ExpireBatch) (c expiryCandidate, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			c, err = expiryCandidate{}, fmt.Errorf("purchase %s: panic while preparing its expiry: %v", m.ID, r)
@@ -307,11 +312,11 @@ func prepareExpiry(ctx context.Context, m purchaseModel, targets []targetModel, 
 	}
 	// occurredAt is the transition's moment: UpdatedAt, which Expire set to
 	// the cycle's AsOf.
-	event, err := PurchaseChangedMessage(ctx, p, p.UpdatedAt())
+	msgs, err := events.messages(ctx, p, p.UpdatedAt())
 	if err != nil {
 		return expiryCandidate{}, err
 	}
-	return expiryCandidate{purchase: p, previousVersion: previous, event: event}, nil
+	return expiryCandidate{purchase: p, previousVersion: previous, events: msgs}, nil
 }
 
 // expireUpdate writes a set of transitions in one statement. The guard

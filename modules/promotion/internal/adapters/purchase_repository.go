@@ -9,7 +9,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/platform/apperror"
@@ -29,20 +28,26 @@ var lockTimeout = fmt.Sprintf("%dms", postgres.APILockTimeout.Milliseconds())
 
 // PurchaseRepository stores purchases in promotion.promotion_purchases and
 // .promotion_purchase_targets, and puts the purchase-changed event of every
-// write into the outbox in the same transaction.
+// write into the outbox of each of its publications in the same transaction.
 type PurchaseRepository struct {
 	db     *gorm.DB
 	outbox *outbox.Publisher
+	events Publications
 }
 
 var _ app.PurchaseRepository = (*PurchaseRepository)(nil)
 
-// NewPurchaseRepository returns the repository.
-func NewPurchaseRepository(db *gorm.DB, publisher *outbox.Publisher) (*PurchaseRepository, error) {
+// NewPurchaseRepository returns the repository. It publishes each event to
+// publications, PurchaseChangedV1 alone when none is given.
+func NewPurchaseRepository(db *gorm.DB, publisher *outbox.Publisher, publications ...Publication) (*PurchaseRepository, error) {
 	if db == nil || publisher == nil {
 		return nil, errors.New("adapters: purchase repository needs a database and an outbox publisher")
 	}
-	return &PurchaseRepository{db: db, outbox: publisher}, nil
+	events, err := publicationsOrV1(publications)
+	if err != nil {
+		return nil, err
+	}
+	return &PurchaseRepository{db: db, outbox: publisher, events: events}, nil
 }
 
 // Add stores a new purchase and its event in one transaction, claiming the
@@ -249,13 +254,14 @@ func (r *PurchaseRepository) SaveTransition(ctx context.Context, tx postgres.Tx,
 	return r.publish(ctx, tx, p)
 }
 
-// publish puts the event of p's current state into the outbox within tx.
+// publish puts the event of p's current state into the outbox of each
+// publication within tx.
 func (r *PurchaseRepository) publish(ctx context.Context, tx postgres.Tx, p *domain.Purchase) error {
-	msg, err := PurchaseChangedMessage(ctx, p, p.UpdatedAt())
+	msgs, err := r.events.messages(ctx, p, p.UpdatedAt())
 	if err != nil {
 		return err
 	}
-	if err := r.outbox.Publish(ctx, tx, contract.Topic, msg); err != nil {
+	if err := r.events.publish(ctx, tx, r.outbox, msgs); err != nil {
 		return fmt.Errorf("publish purchase-changed of %s: %w", p.ID(), err)
 	}
 	return nil

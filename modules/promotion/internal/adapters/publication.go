@@ -1,0 +1,100 @@
+package adapters
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+
+	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/postgres"
+)
+
+// Publication is a Kafka topic the purchase-changed event goes to, and the
+// builder of its message. The module has one, contract version 1; while
+// consumers move to a new contract version it has two, and each transition
+// is written to both in its own transaction (docs/contracts/purchase-changed.md,
+// "A breaking change: version 2").
+type Publication struct {
+	// Topic is the Kafka topic; the module's migrations create its outbox
+	// table.
+	Topic string
+	// Message builds the topic's message for p's current state. The
+	// messages of one transition share messageID, so a consumer that
+	// switches topics deduplicates across the switch. It returns an error,
+	// never panics, when p cannot be expressed on the topic.
+	Message func(ctx context.Context, p *domain.Purchase, occurredAt time.Time, messageID uuid.UUID) (*message.Message, error)
+}
+
+// PurchaseChangedV1 is the publication of contract version 1 on
+// contract.Topic.
+func PurchaseChangedV1() Publication {
+	return Publication{Topic: contract.Topic, Message: purchaseChangedV1Message}
+}
+
+// Publications are every topic a transition is published to, in the order
+// they are written.
+type Publications []Publication
+
+// Topics lists the publications' topics: the module's outbox declaration.
+func (ps Publications) Topics() []string {
+	topics := make([]string, len(ps))
+	for i, p := range ps {
+		topics[i] = p.Topic
+	}
+	return topics
+}
+
+// publicationsOrV1 checks the publications a repository is given:
+// PurchaseChangedV1 when there are none, else each with a topic, once, and
+// a message builder.
+func publicationsOrV1(ps []Publication) (Publications, error) {
+	if len(ps) == 0 {
+		return Publications{PurchaseChangedV1()}, nil
+	}
+	seen := map[string]bool{}
+	for _, p := range ps {
+		if p.Topic == "" || p.Message == nil || seen[p.Topic] {
+			return nil, fmt.Errorf("adapters: publication %q: a topic, once, and a message builder are required", p.Topic)
+		}
+		seen[p.Topic] = true
+	}
+	return Publications(ps), nil
+}
+
+// messages builds p's message for every publication, index-aligned with ps,
+// under one fresh messageId (a UUIDv7).
+func (ps Publications) messages(ctx context.Context, p *domain.Purchase, occurredAt time.Time) ([]*message.Message, error) {
+	messageID, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("purchase-changed event of %s: message id: %w", p.ID(), err)
+	}
+	msgs := make([]*message.Message, len(ps))
+	for i, pub := range ps {
+		if msgs[i], err = pub.Message(ctx, p, occurredAt, messageID); err != nil {
+			return nil, err
+		}
+	}
+	return msgs, nil
+}
+
+// publish writes each event's message for ps[i] to ps[i]'s topic within tx,
+// events being index-aligned message lists as messages returns them: every
+// topic gets the events in the same order, and all of them commit with the
+// transitions or none does.
+func (ps Publications) publish(ctx context.Context, tx postgres.Tx, out *outbox.Publisher, events ...[]*message.Message) error {
+	for i, pub := range ps {
+		msgs := make([]*message.Message, len(events))
+		for j, e := range events {
+			msgs[j] = e[i]
+		}
+		if err := out.Publish(ctx, tx, pub.Topic, msgs...); err != nil {
+			return fmt.Errorf("publish to %s: %w", pub.Topic, err)
+		}
+	}
+	return nil
+}
