@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -384,7 +385,7 @@ func asyncAPIBreaks(tb testing.TB, released, current asyncAPIDoc) []string {
 	var breaks []string
 	same := func(what string, path ...string) {
 		r, c := at(tb, map[string]any(released), path...), at(tb, map[string]any(current), path...)
-		if r != c {
+		if !reflect.DeepEqual(r, c) {
 			breaks = append(breaks, fmt.Sprintf("%s: %v became %v", what, r, c))
 		}
 	}
