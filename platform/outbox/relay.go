@@ -32,8 +32,9 @@ type RelayConfig struct {
 	Topics []string
 	// PollInterval is how long the active relay pauses after finding the
 	// outbox empty (default 50ms); after a non-empty batch it looks again at
-	// once. It bounds the commit-to-Kafka latency of the first event after
-	// a quiet spell.
+	// once, and for the next ten empty reads it pauses a tenth of it. It
+	// bounds the commit-to-Kafka latency of the first event after a quiet
+	// spell.
 	PollInterval time.Duration
 	// BatchSize is how many rows one round reads, publishes and acknowledges
 	// (default 200). After a crash up to one batch may be sent again.
@@ -210,6 +211,7 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 	}
 	defer func() { _ = producer.Close() }()
 
+	quiet := 0 // empty reads in a row
 	for {
 		// A round, once started, finishes even when ctx is cancelled: what
 		// went to Kafka is acknowledged rather than sent again. READ
@@ -236,11 +238,24 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 		case err != nil:
 			return fmt.Errorf("relay %s: %w", topic, err)
 		case len(rows) > 0:
+			quiet = 0
 			continue // traffic: look again at once
-		case !sleep(ctx, r.cfg.PollInterval):
+		case !sleep(ctx, r.pause(quiet)):
 			return nil
 		}
+		quiet++
 	}
+}
+
+// pause is the wait after an empty read, quiet empty reads in a row since
+// the last rows: a tenth of PollInterval for the first ten (traffic that
+// pauses between two commits is picked up within milliseconds), then
+// PollInterval.
+func (r *Relay) pause(quiet int) time.Duration {
+	if quiet < 10 {
+		return r.cfg.PollInterval / 10
+	}
+	return r.cfg.PollInterval
 }
 
 // maxRound bounds one round, far above its worst case (Sarama's retries and
