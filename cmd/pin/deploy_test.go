@@ -106,6 +106,9 @@ func requireHeldUntilFixed(t *testing.T, env func() []string, reader []kgo.Opt, 
 	require.Eventually(t, func() bool {
 		return regexp.MustCompile(`"msg":"outbox [a-z]+ paused"`).MatchString(broken.out.String())
 	}, testbed.ForwardDeadline, 50*time.Millisecond, "and logged")
+	require.Eventually(t, func() bool {
+		return metricValue(t, broken, "pin_outbox_publish_errors_total") > 0
+	}, testbed.ForwardDeadline, 50*time.Millisecond, "and counted as failed publish attempts")
 	require.Zero(t, metricValue(t, broken, "pin_outbox_published_total"), "nothing reached Kafka")
 	code, body := broken.do(t, http.MethodGet, "/api/developers/v1/promotions/"+purchaseID, token(t, tenant), nil)
 	require.Equal(t, http.StatusOK, code, "the API keeps answering: %v", body)

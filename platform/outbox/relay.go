@@ -207,6 +207,9 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 		OverwriteSaramaConfig: r.cfg.Sarama,
 	}, r.wmLog)
 	if err != nil {
+		// A broker that refuses us (down, bad credentials, untrusted
+		// certificate) is a failed publish attempt for the operator.
+		r.metrics.errors.WithLabelValues(topic).Inc()
 		return fmt.Errorf("connect to Kafka: %w", err)
 	}
 	defer func() { _ = producer.Close() }()
