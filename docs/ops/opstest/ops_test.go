@@ -42,6 +42,7 @@ var plannedMetrics = []string{
 	"promotion_expire_backlog",
 	"promotion_expire_skip_locked_total",
 	"promotion_expire_errors_total",
+	"promotion_expire_poison_purchases", // issue 11: known poison purchases
 	"pin_outbox_backlog_messages",
 	"pin_outbox_oldest_message_age_seconds",
 	"pin_outbox_published_total",
@@ -119,6 +120,7 @@ func TestAlertRules(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{
 		"PromotionExpireJobNotRunning", "PromotionExpireBacklogHigh", "PromotionExpireErrors",
+		"PromotionExpirePoisonPurchases",
 		"PromotionOutboxBacklogHigh", "PromotionOutboxDeadLetters", "PromotionOutboxLagGrowing",
 		"PromotionConsumerDelayHigh", "PromotionConsumerDeadLetters",
 		"PromotionKafkaTopicMisconfigured",

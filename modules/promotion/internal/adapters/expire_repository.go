@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"database/sql"
 	"runtime"
 	"sync"
 	"time"
@@ -80,15 +81,21 @@ func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (
 		if err != nil {
 			return err
 		}
-		res.Selected = len(rows)
-		if b.Selected != nil {
-			b.Selected(len(rows))
-		}
 		skipped, err := countSkippedLocked(ctx, tx, b, rows)
 		if err != nil {
 			return err
 		}
 		res.SkippedLocked = skipped
+		retries, err := selectPoisonRetries(tx.DB, b.AsOf, PoisonRetrySlots(b.Limit), b.Exclude)
+		if err != nil {
+			return err
+		}
+		res.Retried = len(retries)
+		rows = append(rows, retries...)
+		res.Selected = len(rows)
+		if b.Selected != nil {
+			b.Selected(len(rows))
+		}
 		if len(rows) == 0 {
 			return nil
 		}
@@ -109,6 +116,9 @@ func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (
 			return err
 		}
 		res.Failed = append(res.Failed, failed...)
+		if err := rememberPoison(ctx, tx, b.AsOf, written, res.Failed); err != nil {
+			return err
+		}
 		events := make([][]*message.Message, len(written))
 		for i, c := range written {
 			events[i] = c.events
@@ -125,8 +135,19 @@ func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (
 	return res, nil
 }
 
+// knownPoison is true of a purchase the job has failed to expire before
+// (promotion.expire_poison); such a purchase is left to the retry slot.
+const knownPoison = `EXISTS (SELECT 1 FROM ` + expirePoisonTable + ` AS x WHERE x.purchase_id = ` + purchasesTable + `.id)`
+
+// PoisonRetrySlots is how many known poison purchases a batch of limit
+// purchases retries besides its limit: a tenth of it, at least one. They
+// never take a slot of the limit, so a backlog of poison cannot hold up a
+// healthy purchase for more than the cycles that first meet the poison.
+func PoisonRetrySlots(limit int) int { return max(limit/10, 1) }
+
 // dueQuery is the selection of a batch: Active purchases with EndsAt <=
-// asOf, oldest first, ties by id, locked FOR UPDATE SKIP LOCKED. Its WHERE
+// asOf that are not known poison, oldest first, ties by id, locked FOR
+// UPDATE SKIP LOCKED. Its WHERE
 // and ORDER BY match the partial index promotion_purchases_expiry_idx
 // (ends_at, id) WHERE status = 'Active', so the cost does not grow with the
 // Expired and Cancelled rows; the LIMIT applies after the locking, so rows
@@ -134,7 +155,8 @@ func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (
 func dueQuery(db *gorm.DB, asOf time.Time, limit int, exclude []uuid.UUID) *gorm.DB {
 	q := db.Model(&purchaseModel{}).
 		Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Options: clause.LockingOptionsSkipLocked}).
-		Where("status = ? AND ends_at <= ?", string(domain.StatusActive), asOf)
+		Where("status = ? AND ends_at <= ?", string(domain.StatusActive), asOf).
+		Where("NOT " + knownPoison)
 	if len(exclude) > 0 {
 		q = q.Where("id NOT IN ?", exclude)
 	}
@@ -158,6 +180,71 @@ func selectDue(db *gorm.DB, asOf time.Time, limit int, exclude []uuid.UUID) ([]p
 	if err != nil {
 		return nil, fmt.Errorf("select due purchases: %w", err)
 	}
+	return scanPurchases(rows, limit)
+}
+
+// poisonRetryQuery selects up to limit due purchases that are known
+// poison, the least recently tried first (so every one of them is retried
+// in turn), locked like the regular selection.
+func poisonRetryQuery(db *gorm.DB, asOf time.Time, limit int, exclude []uuid.UUID) *gorm.DB {
+	q := db.Table(purchasesTable+" AS p").
+		Joins("JOIN "+expirePoisonTable+" AS x ON x.purchase_id = p.id").
+		Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Table: clause.Table{Name: "p"}, Options: clause.LockingOptionsSkipLocked}).
+		Where("p.status = ? AND p.ends_at <= ?", string(domain.StatusActive), asOf)
+	if len(exclude) > 0 {
+		q = q.Where("p.id NOT IN ?", exclude)
+	}
+	return q.Order("x.last_attempt_at, x.purchase_id").Limit(limit)
+}
+
+// selectPoisonRetries runs poisonRetryQuery.
+func selectPoisonRetries(db *gorm.DB, asOf time.Time, limit int, exclude []uuid.UUID) ([]purchaseModel, error) {
+	cols := make([]string, len(purchaseColumns))
+	for i, c := range purchaseColumns {
+		cols[i] = "p." + c
+	}
+	rows, err := poisonRetryQuery(db, asOf, limit, exclude).Select(cols).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("select poison purchases to retry: %w", err)
+	}
+	return scanPurchases(rows, limit)
+}
+
+// rememberPoison records the batch's failures in promotion.expire_poison
+// (one more failure, the last error and attempt) and forgets the purchases
+// that did expire, in the batch's transaction.
+func rememberPoison(ctx context.Context, tx postgres.Tx, asOf time.Time, written []expiryCandidate, failed []app.FailedExpiry) error {
+	if len(written) > 0 {
+		ids := make([]uuid.UUID, len(written))
+		for i, c := range written {
+			ids[i] = c.purchase.ID()
+		}
+		if _, err := tx.Exec.ExecContext(ctx, `DELETE FROM `+expirePoisonTable+` WHERE purchase_id = ANY($1::uuid[])`,
+			uuidStrings(ids)); err != nil {
+			return fmt.Errorf("forget expired poison purchases: %w", err)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	ids, msgs := make([]uuid.UUID, len(failed)), make([]string, len(failed))
+	for i, f := range failed {
+		ids[i], msgs[i] = f.PurchaseID, f.Err.Error()
+	}
+	_, err := tx.Exec.ExecContext(ctx, `INSERT INTO `+expirePoisonTable+` AS x
+	(purchase_id, failures, last_error, first_failed_at, last_attempt_at)
+SELECT v.id, 1, v.err, $3, $3 FROM unnest($1::uuid[], $2::text[]) AS v(id, err)
+ON CONFLICT (purchase_id) DO UPDATE
+SET failures = x.failures + 1, last_error = EXCLUDED.last_error, last_attempt_at = EXCLUDED.last_attempt_at`,
+		uuidStrings(ids), msgs, asOf)
+	if err != nil {
+		return fmt.Errorf("remember poison purchases: %w", err)
+	}
+	return nil
+}
+
+// scanPurchases reads rows of purchaseColumns and closes them.
+func scanPurchases(rows *sql.Rows, limit int) ([]purchaseModel, error) {
 	defer rows.Close()
 	out := make([]purchaseModel, 0, limit)
 	for rows.Next() {
@@ -219,7 +306,7 @@ func loadExpiryTargets(ctx context.Context, tx postgres.Tx, ids []uuid.UUID) (ma
 func countSkippedLocked(ctx context.Context, tx postgres.Tx, b app.ExpireBatch, selected []purchaseModel) (int, error) {
 	query := `SELECT count(*) FROM (
 	SELECT 1 FROM ` + purchasesTable + `
-	WHERE status = 'Active' AND ends_at <= $1 AND id <> ALL($2::uuid[])`
+	WHERE status = 'Active' AND ends_at <= $1 AND id <> ALL($2::uuid[]) AND NOT ` + knownPoison
 	args := []any{b.AsOf, uuidStrings(b.Exclude)}
 	if len(selected) == b.Limit {
 		last := selected[len(selected)-1]
@@ -465,6 +552,19 @@ func uuidStrings(ids []uuid.UUID) []string {
 		out[i] = id.String()
 	}
 	return out
+}
+
+// CountPoison implements app.ExpireStore: the known poison purchases that
+// are still Active (a cancelled one is no longer the job's concern).
+func (r *ExpireRepository) CountPoison(ctx context.Context) (int, error) {
+	var n int64
+	err := r.db.WithContext(ctx).Table(expirePoisonTable+" AS x").
+		Joins("JOIN "+purchasesTable+" AS p ON p.id = x.purchase_id").
+		Where("p.status = ?", string(domain.StatusActive)).Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("count poison purchases: %w", err)
+	}
+	return int(n), nil
 }
 
 // CountDue implements app.ExpireStore. It is an index-only count on the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -600,7 +601,9 @@ func TestExpireSelectionUsesPartialIndex(t *testing.T) {
 	insertTerminal(20000)
 	plan, large := explain()
 	require.Contains(t, plan, "promotion_purchases_expiry_idx", plan)
-	require.NotContains(t, plan, "Seq Scan", plan)
+	// expire_poison is small by nature (known poison only): a seq scan of
+	// it is the planner's right choice; the purchases must not be scanned.
+	require.NotContains(t, plan, "Seq Scan on promotion_purchases", plan)
 	// The index pages read do not depend on the terminal rows (the heap
 	// pages of the 50 due rows may move, so allow a little).
 	require.LessOrEqual(t, large, small+5, "index scan buffers %d -> %d\n%s", small, large, plan)
@@ -659,4 +662,69 @@ func TestExpirePurchaseColumnsMatchModel(t *testing.T) {
 	s, err := schema.Parse(&purchaseModel{}, &sync.Map{}, schema.NamingStrategy{})
 	require.NoError(t, err)
 	require.Equal(t, s.DBNames, purchaseColumns)
+}
+
+// Poison ahead of healthy purchases (issue 11): 25 purchases whose targets
+// were deleted fall due before 10 healthy ones, with batches of 10 and one
+// batch per cycle. Every healthy purchase is expired within ⌈25/10⌉+1 = 4
+// cycles; from then on the known poison takes only the retry slot, is still
+// logged and counted at every try, and what the job knows survives a new
+// process (a fresh repository and handler on the same database).
+func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
+	t.Parallel()
+	b := newExpireBundle(t)
+	const poisonN, healthyN, batch = 25, 10, 10
+	poison := b.insertPurchases(t, poisonN, promotiontest.Purchases{})
+	b.makeDue(t, 2*time.Hour, poison...)
+	for _, id := range poison {
+		b.exec(t, fmt.Sprintf(`DELETE FROM promotion.promotion_purchase_targets WHERE purchase_id = '%s'`, id))
+	}
+	healthy := b.insertPurchases(t, healthyN, promotiontest.Purchases{})
+	b.makeDue(t, time.Hour, healthy...)
+
+	cycles := (poisonN+batch-1)/batch + 1
+	failed := 0
+	for range cycles {
+		res := b.run(t, batch, 1)
+		failed += res.Failed
+	}
+	for _, id := range healthy {
+		require.Equal(t, "Expired", b.row(t, id).Status, "healthy purchase %s after %d cycles", id, cycles)
+	}
+	require.Len(t, b.expiredEvents(t), healthyN)
+	require.Equal(t, poisonN+cycles-1, failed, "every poison once, and one retry per cycle once some is known")
+	require.Len(t, b.logs.Records(t, "item failed"), failed)
+	require.EqualValues(t, failed, b.metric(t, "promotion_expire_items_total", "outcome", "failed"))
+	require.EqualValues(t, poisonN, b.metric(t, "promotion_expire_poison_purchases"))
+	var known, retried int
+	require.NoError(t, b.db.SQL.QueryRowContext(b.ctx,
+		`SELECT count(*), count(*) FILTER (WHERE failures = 2) FROM promotion.expire_poison`).Scan(&known, &retried))
+	require.Equal(t, poisonN, known)
+	require.Equal(t, cycles-1, retried, "the retry slot takes the least recently tried")
+
+	// A new process: the known poison takes no slot from new healthy
+	// purchases, and one of them is retried.
+	fresh := b.insertDue(t, batch)
+	store, err := NewExpireRepository(b.db.Gorm, b.publisher)
+	require.NoError(t, err)
+	cycle, err := app.NewExpirePromotionsHandler(app.ExpireConfig{Store: store, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	res, err := cycle.Handle(b.ctx, app.ExpirePromotions{BatchSize: batch, MaxBatchesPerCycle: 1})
+	require.NoError(t, err)
+	require.Equal(t, batch, res.Expired)
+	require.Equal(t, 1, res.Failed)
+	for _, id := range fresh {
+		require.Equal(t, "Expired", b.row(t, id).Status)
+	}
+
+	// Repaired and retried, a poison purchase expires and is forgotten.
+	var oldest uuid.UUID
+	require.NoError(t, b.db.SQL.QueryRowContext(b.ctx,
+		`SELECT purchase_id FROM promotion.expire_poison ORDER BY last_attempt_at, purchase_id LIMIT 1`).Scan(&oldest))
+	b.exec(t, fmt.Sprintf(`INSERT INTO promotion.promotion_purchase_targets (purchase_id, target_kind, target_id, position)
+		VALUES ('%s', 'Project', '%s', 0)`, oldest, uuid.New()))
+	fixed := b.run(t, batch, 1)
+	require.Equal(t, 1, fixed.Expired)
+	require.Equal(t, "Expired", b.row(t, oldest).Status)
+	require.EqualValues(t, poisonN-1, b.metric(t, "promotion_expire_poison_purchases"))
 }

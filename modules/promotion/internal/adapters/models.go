@@ -19,6 +19,7 @@ const (
 	packagesTable        = "promotion.promotion_packages"
 	purchasesTable       = "promotion.promotion_purchases"
 	purchaseTargetsTable = "promotion.promotion_purchase_targets"
+	expirePoisonTable    = "promotion.expire_poison"
 	idempotencyKeysTable = "promotion.idempotency_keys"
 )
 

@@ -46,6 +46,9 @@ type ExpireStore interface {
 	// CountDue counts the Active purchases with EndsAt <= asOf: the
 	// backlog of the job.
 	CountDue(ctx context.Context, asOf time.Time) (int, error)
+	// CountPoison counts the Active purchases the job knows as poison
+	// (failed before, retried only in a batch's retry slot).
+	CountPoison(ctx context.Context) (int, error)
 }
 
 // ExpireBatch is what one batch of the expiry job works on.
@@ -67,8 +70,11 @@ type ExpireBatch struct {
 
 // ExpireBatchResult is the outcome of a committed batch.
 type ExpireBatchResult struct {
-	// Selected is how many purchases the batch locked.
+	// Selected is how many purchases the batch locked, Retried included.
 	Selected int
+	// Retried is how many of them were known poison, taken in the retry
+	// slot beyond the batch's limit.
+	Retried int
 	// Expired are the purchases whose transition and event committed, in
 	// selection order.
 	Expired []*domain.Purchase
@@ -240,7 +246,7 @@ func (h *ExpirePromotionsHandler) runBatches(ctx, work context.Context, cmd Expi
 		for _, f := range b.Failed {
 			exclude = append(exclude, f.PurchaseID)
 		}
-		if b.Selected < cmd.BatchSize {
+		if b.Selected-b.Retried < cmd.BatchSize {
 			return nil // the due purchases that are free to take are all done
 		}
 	}
@@ -330,4 +336,11 @@ func (h *ExpirePromotionsHandler) refreshBacklog(ctx context.Context) {
 		return
 	}
 	h.metrics.backlog.Set(float64(n))
+	poison, err := h.store.CountPoison(cctx)
+	if err != nil {
+		h.metrics.errors.Inc()
+		h.logger.WarnContext(ctx, "poison count failed", "error", err)
+		return
+	}
+	h.metrics.poison.Set(float64(poison))
 }

@@ -25,6 +25,7 @@ type ExpireMetrics struct {
 	duration   prometheus.Histogram
 	items      *prometheus.CounterVec
 	backlog    prometheus.Gauge
+	poison     prometheus.Gauge
 	skipLocked prometheus.Counter
 	errors     prometheus.Counter
 }
@@ -52,6 +53,10 @@ func NewExpireMetrics(reg prometheus.Registerer) (*ExpireMetrics, error) {
 			Name: "promotion_expire_backlog",
 			Help: "Active purchases whose EndsAt has passed and that are not expired yet, counted after each cycle.",
 		}),
+		poison: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "promotion_expire_poison_purchases",
+			Help: "Active purchases the expiry job failed to expire and retries only in a batch's retry slot (promotion.expire_poison), counted after each cycle.",
+		}),
 		skipLocked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "promotion_expire_skip_locked_total",
 			Help: "Due purchases a batch passed over because another transaction held their rows.",
@@ -67,7 +72,7 @@ func NewExpireMetrics(reg prometheus.Registerer) (*ExpireMetrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.runs, m.duration, m.items, m.backlog, m.skipLocked, m.errors} {
+	for _, c := range []prometheus.Collector{m.runs, m.duration, m.items, m.backlog, m.poison, m.skipLocked, m.errors} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

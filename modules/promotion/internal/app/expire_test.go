@@ -43,6 +43,8 @@ func (s *scriptedStore) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app
 
 func (s *scriptedStore) CountDue(context.Context, time.Time) (int, error) { return s.due, nil }
 
+func (s *scriptedStore) CountPoison(context.Context) (int, error) { return 0, nil }
+
 // full returns a batch outcome of b.Limit rows, after taking d.
 func full(d time.Duration) func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
 	return func(_ context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
