@@ -11,6 +11,9 @@
 #   PIN_BENCH_EXPIRE_SIZES       table sizes of the expiry batch (default 10k,100k,1M)
 #   PIN_BENCH_BATCH_ITERATIONS   iterations per size (default 30)
 #   PIN_BENCH_DRAIN_ITERATIONS   drains per instance count (default 5)
+#   PIN_BENCH_REFERENCE_DIR      the shared reference bound of the expiry batch
+#                                (default ../shared/bench/expiry-bound beside the repository)
+#   PIN_BENCH_REFERENCE_ITERATIONS  interleaved drains, module and reference, per size (default 5)
 #   PIN_BENCH_API_DURATION       measured time of the API and of pgbench (default 20s)
 #   PIN_BENCH_SUSTAINED_STEPS    offered loads of the outbox relay (default 2000,4000,6000,8000,10000)
 #   PIN_BENCH_INSERT_ITERATIONS  expiry-batch outbox inserts per row layout (default 30)
@@ -105,6 +108,8 @@ go build -o "$out/bin/pin" ./cmd/pin
 # shellcheck disable=SC2046 # profile's flags are meant to split
 PIN_BENCH_EXPLAIN_DIR=$root/$out step expire-batch -bench 'BenchmarkExpireBatch$' \
   -benchtime "${PIN_BENCH_BATCH_ITERATIONS:-30}x" -v $(profile expire-batch) ./modules/promotion/internal/expirebench/
+step expire-reference -bench 'BenchmarkExpireReference$' \
+  -benchtime "${PIN_BENCH_REFERENCE_ITERATIONS:-5}x" -v ./modules/promotion/internal/expirebench/
 # shellcheck disable=SC2046
 step expire-drain -bench 'BenchmarkExpireDrain$' -benchtime "${PIN_BENCH_DRAIN_ITERATIONS:-5}x" \
   $(profile expire-drain) ./modules/promotion/internal/expirebench/
@@ -148,6 +153,10 @@ for size in "${sizes[@]}"; do
     "$(metric expire-batch "$b" batch-ms)" "$(metric expire-batch "$b" cycle-ms)" "$(metric expire-batch "$b" bound-ms)" | tee -a "$out/summary.txt"
   row "  module batch / bound" "$(metric expire-batch "$b" batch/bound)" "<=" 1.25 "x" expire-batch
   row "  whole cycle / bound (informative)" "$(metric expire-batch "$b" cycle/bound)" "<=" 1.25 "x" expire-batch
+  b="BenchmarkExpireReference/purchases=$size/batch=200"
+  printf '%-46s module %s ms, reference %s ms per batch\n' "drain of 10k due, $size purchases" \
+    "$(metric expire-reference "$b" module-ms/batch)" "$(metric expire-reference "$b" reference-ms/batch)" | tee -a "$out/summary.txt"
+  row "  module drain / shared reference, per batch" "$(metric expire-reference "$b" module/reference)" "<=" 1.5 "x" expire-reference
 done
 b=BenchmarkExpireDrain/backlog=10k
 row "drain 10k, 1 instance" "$(metric expire-drain $b 1-instance-purchases/s)" ">=" 15000 "purchases/s" expire-drain
