@@ -110,6 +110,8 @@ PIN_BENCH_EXPLAIN_DIR=$root/$out step expire-batch -bench 'BenchmarkExpireBatch$
   -benchtime "${PIN_BENCH_BATCH_ITERATIONS:-30}x" -v $(profile expire-batch) ./modules/promotion/internal/expirebench/
 step expire-reference -bench 'BenchmarkExpireReference$' \
   -benchtime "${PIN_BENCH_REFERENCE_ITERATIONS:-5}x" -v ./modules/promotion/internal/expirebench/
+PIN_BENCH_PIN_BINARY=$root/$out/bin/pin step expire-reference-once -bench 'BenchmarkExpireReferenceOnce$' \
+  -benchtime "${PIN_BENCH_REFERENCE_ITERATIONS:-5}x" ./modules/promotion/internal/expirebench/
 # shellcheck disable=SC2046
 step expire-drain -bench 'BenchmarkExpireDrain$' -benchtime "${PIN_BENCH_DRAIN_ITERATIONS:-5}x" \
   $(profile expire-drain) ./modules/promotion/internal/expirebench/
@@ -158,6 +160,10 @@ for size in "${sizes[@]}"; do
     "$(metric expire-reference "$b" module-ms/batch)" "$(metric expire-reference "$b" reference-ms/batch)" | tee -a "$out/summary.txt"
   row "  module drain / shared reference, per batch" "$(metric expire-reference "$b" module/reference)" "<=" 1.5 "x" expire-reference
 done
+b=BenchmarkExpireReferenceOnce
+printf '%-46s pin %s ms, psql %s ms\n' "last batch of 200 in a fresh process, 10k" \
+  "$(metric expire-reference-once $b once-ms)" "$(metric expire-reference-once $b reference-once-ms)" | tee -a "$out/summary.txt"
+row "  pin expire-promotions --once / psql form1" "$(metric expire-reference-once $b once/reference)" "<=" 2 "x" expire-reference-once
 b=BenchmarkExpireDrain/backlog=10k
 row "drain 10k, 1 instance" "$(metric expire-drain $b 1-instance-purchases/s)" ">=" 15000 "purchases/s" expire-drain
 row "drain 10k, 2 instances" "$(metric expire-drain $b 2-instances-purchases/s)" ">=" 0 "purchases/s" expire-drain

@@ -192,3 +192,79 @@ func benchReference(b *testing.B, f *fixture, ref *reference, inst *instance) {
 	b.ReportMetric(r, "reference-ms/batch")
 	b.ReportMetric(m/r, "module/reference")
 }
+
+// pinBinaryEnv names a pin binary (scripts/bench.sh builds one into
+// .bench/); without it BenchmarkExpireReferenceOnce builds ./cmd/pin.
+const pinBinaryEnv = "PIN_BENCH_PIN_BINARY"
+
+// BenchmarkExpireReferenceOnce measures the last batch of 200 due
+// purchases in a fresh process, as an operator waits for it: `pin
+// expire-promotions --once --batch-size 200` against one psql process
+// running form1.sql, interleaved, on 10k purchases. Before each, the same
+// side is reset and drained down to 200 due in-process, then CHECKPOINT.
+// Both processes connect, plan and run their statements from cold; pin
+// also loads its configuration and builds its module.
+//
+// Reported (medians of wall time, process start to exit): once-ms,
+// reference-once-ms and once/reference.
+func BenchmarkExpireReferenceOnce(b *testing.B) {
+	dir := referenceDir(b)
+	f := newFixture(b, dueBacklog, dueBacklog)
+	ref := newReference(b, dir, dueBacklog, dueBacklog)
+	inst := newInstance(b, f.db.URL)
+	bin := os.Getenv(pinBinaryEnv)
+	if bin == "" {
+		bin = filepath.Join(b.TempDir(), "pin")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/pinmarket/pin/cmd/pin").CombinedOutput()
+		require.NoError(b, err, "go build ./cmd/pin: %s", out)
+	}
+	ctx := context.Background()
+	lastBatches := (dueBacklog - batchSize) / batchSize
+	module := func(tb testing.TB) time.Duration {
+		f.restoreAll(tb)
+		res, err := inst.cycle.Handle(ctx, app.ExpirePromotions{BatchSize: batchSize, MaxBatchesPerCycle: lastBatches})
+		require.NoError(tb, err)
+		require.Equal(tb, dueBacklog-batchSize, res.Expired)
+		f.exec(tb, `CHECKPOINT`)
+		cmd := exec.Command(bin, "expire-promotions", "--once", "--batch-size", fmt.Sprint(batchSize))
+		cmd.Env = append(os.Environ(), "PIN_DATABASE_URL="+f.db.URL, "PIN_KAFKA_BROKERS=127.0.0.1:9",
+			"PIN_AUTH_JWT_SECRET=benchmark-secret-benchmark-secret-0123456789")
+		started := time.Now()
+		out, err := cmd.CombinedOutput()
+		took := time.Since(started)
+		require.NoError(tb, err, "pin expire-promotions --once: %s", out)
+		f.requireExpiredOnce(tb, dueBacklog)
+		return took
+	}
+	reference := func(tb testing.TB) time.Duration {
+		ref.run(tb, "reset.sql")
+		for range lastBatches {
+			var n int
+			require.NoError(tb, ref.db.SQL.QueryRowContext(ctx, ref.form1).Scan(&n))
+		}
+		_, err := ref.db.SQL.ExecContext(ctx, `CHECKPOINT`)
+		require.NoError(tb, err)
+		started := time.Now()
+		ref.run(tb, "form1.sql")
+		took := time.Since(started)
+		ref.requireExpiredOnce(tb, dueBacklog)
+		return took
+	}
+	module(b)
+	reference(b)
+	var mod, refs []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			mod = append(mod, module(b))
+			refs = append(refs, reference(b))
+		} else {
+			refs = append(refs, reference(b))
+			mod = append(mod, module(b))
+		}
+	}
+	m, r := ms(median(mod)), ms(median(refs))
+	b.ReportMetric(m, "once-ms")
+	b.ReportMetric(r, "reference-once-ms")
+	b.ReportMetric(m/r, "once/reference")
+}
