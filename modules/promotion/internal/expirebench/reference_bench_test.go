@@ -171,21 +171,7 @@ func benchReference(b *testing.B, f *fixture, ref *reference, inst *instance) {
 		ref.requireExpiredOnce(tb, dueBacklog)
 		return took
 	}
-	// Warm both sides' caches, pools and plans outside the measurement.
-	module(b)
-	reference(b)
-
-	var mod, refs []time.Duration
-	b.ResetTimer()
-	for i := range b.N {
-		if i%2 == 0 {
-			mod = append(mod, module(b))
-			refs = append(refs, reference(b))
-		} else {
-			refs = append(refs, reference(b))
-			mod = append(mod, module(b))
-		}
-	}
+	mod, refs := interleave(b, module, reference)
 	batches := float64((dueBacklog + batchSize - 1) / batchSize)
 	m, r := ms(median(mod))/batches, ms(median(refs))/batches
 	b.ReportMetric(m, "module-ms/batch")
@@ -250,9 +236,20 @@ func BenchmarkExpireReferenceOnce(b *testing.B) {
 		ref.requireExpiredOnce(tb, dueBacklog)
 		return took
 	}
+	mod, refs := interleave(b, module, reference)
+	m, r := ms(median(mod)), ms(median(refs))
+	b.ReportMetric(m, "once-ms")
+	b.ReportMetric(r, "reference-once-ms")
+	b.ReportMetric(m/r, "once/reference")
+}
+
+// interleave runs module and reference once each to warm caches, pools and
+// plans, then b.N times each, alternating which goes first, and returns
+// their durations.
+func interleave(b *testing.B, module, reference func(testing.TB) time.Duration) (mod, refs []time.Duration) {
+	b.Helper()
 	module(b)
 	reference(b)
-	var mod, refs []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		if i%2 == 0 {
@@ -263,8 +260,5 @@ func BenchmarkExpireReferenceOnce(b *testing.B) {
 			mod = append(mod, module(b))
 		}
 	}
-	m, r := ms(median(mod)), ms(median(refs))
-	b.ReportMetric(m, "once-ms")
-	b.ReportMetric(r, "reference-once-ms")
-	b.ReportMetric(m/r, "once/reference")
+	return mod, refs
 }
