@@ -2,9 +2,9 @@ package adapters
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
-	"database/sql"
 	"runtime"
 	"sync"
 	"time"
