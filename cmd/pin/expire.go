@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -16,12 +15,11 @@ import (
 // expiry cycle against PIN_DATABASE_URL, its events left in the outbox for
 // whichever `pin serve` forwards them, and one JSON line of counters.
 func expirePromotions(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("expire-promotions", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("expire-promotions")
 	once := fs.Bool("once", false, "run exactly one cycle and exit")
 	batchSize := fs.String("batch-size", "", "purchases per batch, 1 to 10000 (default PIN_EXPIRE_BATCH_SIZE)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{"expire-promotions: " + err.Error()}
+	if err := parseFlags(fs, "expire-promotions --once [--batch-size N]", args, stdout); err != nil {
+		return err
 	}
 	if !*once || fs.NArg() > 0 {
 		return usageError{"expire-promotions: only --once [--batch-size N] is supported; the recurring job runs inside `pin serve`"}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -31,15 +30,18 @@ func kafkaSecurity(cfg config.Config) kafka.Security {
 // [--retention D]`: it creates the module's missing topics on
 // PIN_KAFKA_BROKERS and prints one line per topic saying what it did.
 func kafkaCommand(_ context.Context, args, environ []string, stdout io.Writer) error {
+	const synopsis = "kafka create-topics [--replication-factor N] [--retention D]"
+	if len(args) > 0 && isHelp(args[0]) {
+		return parseFlags(newFlags("kafka"), synopsis, args[:1], stdout)
+	}
 	if len(args) == 0 || args[0] != "create-topics" {
 		return usageError{"kafka: the only subcommand is create-topics"}
 	}
-	fs := flag.NewFlagSet("kafka create-topics", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("kafka create-topics")
 	replication := fs.Int("replication-factor", 3, "replicas of each partition of a created topic")
 	retention := fs.Duration("retention", 7*24*time.Hour, "retention.ms of a created topic, as a Go duration")
-	if err := fs.Parse(args[1:]); err != nil {
-		return usageError{"kafka create-topics: " + err.Error()}
+	if err := parseFlags(fs, synopsis, args[1:], stdout); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("kafka create-topics: unexpected argument %q", fs.Arg(0))}

@@ -33,7 +33,9 @@ Usage:
   pin kafka create-topics [--replication-factor N] [--retention D]  create the module's missing topics (3 partitions)
   pin token --tenant UUID [--user UUID] [--role ROLE]...  print a development JWT
   pin healthcheck                             exit 0 when the local server's /readyz answers 200
-  pin version                                 print the version
+  pin version                                 print the version (also: pin --version)
+
+Each command's flags: pin COMMAND --help.
 
 Configuration comes from the environment (PIN_*); see README.md.
 `
@@ -58,13 +60,15 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "serve":
-		err = serve(ctx, environ, stdout, stderr, false)
+		if err = noArgs("serve", "serve", args[1:], stdout); err == nil {
+			err = serve(ctx, environ, stdout, stderr, false)
+		}
 	case "dev":
 		if !devIncluded {
 			err = usageError{"dev: not in this build (built with -tags production, as the container image is); build a binary with it: make build, or go build ./cmd/pin"}
 			break
 		}
-		err = serve(ctx, environ, stdout, stderr, true)
+		err = dev(ctx, args[1:], environ, stdout, stderr)
 	case "kafka":
 		err = kafkaCommand(ctx, args[1:], environ, stdout)
 	case "migrate":
@@ -74,8 +78,10 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	case "token":
 		err = token(args[1:], environ, stdout)
 	case "healthcheck":
-		err = healthcheck(ctx, environ)
-	case "version":
+		if err = noArgs("healthcheck", "healthcheck", args[1:], stdout); err == nil {
+			err = healthcheck(ctx, environ)
+		}
+	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "pin", version())
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -93,6 +99,8 @@ func report(err error, stderr io.Writer) int {
 	var cfgErr *config.Error
 	var useErr usageError
 	switch {
+	case errors.Is(err, errHelpShown):
+		return exitOK
 	case errors.As(err, &cfgErr):
 		fmt.Fprintf(stderr, "pin: configuration: %s\n", cfgErr)
 		return exitUsage

@@ -10,6 +10,9 @@ import (
 )
 
 func migrate(ctx context.Context, args, environ []string, stdout io.Writer) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		return parseFlags(newFlags("migrate"), "migrate up|down|status", args[:1], stdout)
+	}
 	if len(args) != 1 || (args[0] != "up" && args[0] != "down" && args[0] != "status") {
 		return usageError{"migrate: want exactly one of up, down, status"}
 	}

@@ -122,7 +122,7 @@ func TestBadConfigurationExitsTwoNamingTheVariable(t *testing.T) {
 
 func TestBadCommandLineExitsTwo(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{}, {"nonsense"}, {"migrate"}, {"migrate", "sideways"}, {"kafka"}, {"kafka", "delete-topics"}, {"kafka", "create-topics", "--replication-factor", "0"}, {"kafka", "create-topics", "--retention", "1m"}, {"expire-promotions"}, {"expire-promotions", "--once", "--batch-size", "0"}, {"expire-promotions", "--once", "--batch-size", "10001"}, {"token"}} {
+	for _, args := range [][]string{{}, {"nonsense"}, {"migrate"}, {"migrate", "sideways"}, {"kafka"}, {"kafka", "delete-topics"}, {"kafka", "create-topics", "--replication-factor", "0"}, {"kafka", "create-topics", "--retention", "1m"}, {"expire-promotions"}, {"expire-promotions", "--once", "--batch-size", "0"}, {"expire-promotions", "--once", "--batch-size", "10001"}, {"token"}, {"token", "--tenant", uuid.NewString(), "extra"}, {"serve", "extra"}, {"dev", "--port", "1"}} {
 		_, stderr, code := run(t, nil, args...)
 		require.Equal(t, 2, code, "pin %v: %s", args, stderr)
 	}
@@ -139,6 +139,45 @@ func TestTokenAndVersion(t *testing.T) {
 	require.Equal(t, 2, code, "a token the server would refuse is not minted: %s", stderr)
 	require.Contains(t, stderr, "PIN_AUTH_JWT_MAX_TTL")
 	out, _, code = run(t, nil, "version")
+	require.Equal(t, 0, code)
+	require.True(t, strings.HasPrefix(out, "pin "), out)
+}
+
+// TestHelpListsFlagsAndExitsZero asks every command for its help: it lists
+// the command's flags on stdout, exits 0 and never runs the command (serve
+// and dev get an environment they would start with, and a busy check would
+// hang on a server that started).
+func TestHelpListsFlagsAndExitsZero(t *testing.T) {
+	t.Parallel()
+	env := []string{"PIN_KAFKA_BROKERS=127.0.0.1:1", "PIN_AUTH_JWT_SECRET=" + jwtSecret, "PIN_HTTP_ADDR=" + freeAddr(t)}
+	for _, tt := range []struct {
+		args  []string
+		flags []string
+	}{
+		{[]string{"serve", "--help"}, nil},
+		{[]string{"dev", "-h"}, nil},
+		{[]string{"token", "--help"}, []string{"-tenant", "-user", "-role", "-ttl"}},
+		{[]string{"expire-promotions", "--help"}, []string{"-once", "-batch-size"}},
+		{[]string{"kafka", "create-topics", "--help"}, []string{"-replication-factor", "-retention"}},
+		{[]string{"migrate", "--help"}, nil},
+		{[]string{"healthcheck", "--help"}, nil},
+	} {
+		out, stderr, code := run(t, env, tt.args...)
+		require.Equal(t, 0, code, "pin %v: %s", tt.args, stderr)
+		require.Empty(t, stderr, "pin %v starts nothing and logs nothing", tt.args)
+		require.True(t, strings.HasPrefix(out, "Usage: pin "+tt.args[0]), "pin %v: %s", tt.args, out)
+		for _, f := range tt.flags {
+			require.Contains(t, out, f, "pin %v", tt.args)
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"--help"}} {
+		out, _, code := run(t, nil, args...)
+		require.Equal(t, 0, code)
+		for _, cmd := range []string{"serve", "dev", "migrate", "expire-promotions", "kafka create-topics", "token", "healthcheck", "version"} {
+			require.Contains(t, out, "pin "+cmd, "pin %v lists the commands", args)
+		}
+	}
+	out, _, code := run(t, nil, "--version")
 	require.Equal(t, 0, code)
 	require.True(t, strings.HasPrefix(out, "pin "), out)
 }

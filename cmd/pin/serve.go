@@ -302,3 +302,11 @@ Try it:
 `, base, cfg.KafkaBrokers[0], contract.Topic, cfg.JWTSecret, tenantToken, adminToken)
 	return nil
 }
+
+// dev runs `pin dev`.
+func dev(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	if err := noArgs("dev", "dev", args, stdout); err != nil {
+		return err
+	}
+	return serve(ctx, environ, stdout, stderr, true)
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -19,15 +18,17 @@ func (s *stringList) String() string     { return fmt.Sprint(*s) }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func token(args, environ []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("token")
 	tenant := fs.String("tenant", "", "tenant (company) UUID")
 	user := fs.String("user", "", "user UUID (default: a new random one)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid (at most PIN_AUTH_JWT_MAX_TTL)")
 	var roles stringList
 	fs.Var(&roles, "role", "a role to grant (repeatable), e.g. admin")
-	if err := fs.Parse(args); err != nil {
-		return usageError{"token: " + err.Error()}
+	if err := parseFlags(fs, "token --tenant UUID [--user UUID] [--role ROLE]... [--ttl D]", args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("token: unexpected argument %q", fs.Arg(0))}
 	}
 	cfg, err := config.Load(environ, config.NeedJWTSecret)
 	if err != nil {
