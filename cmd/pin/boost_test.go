@@ -81,8 +81,8 @@ func TestDevBoostFollowsPurchaseCancelAndExpiry(t *testing.T) {
 	db := testbed.NewDatabase(t)
 	s := startServer(t, []string{
 		"PIN_DATABASE_URL=" + db.URL,
-		"PIN_HTTP_ADDR=" + freeAddr(t),
-		"PIN_DEV_KAFKA_ADDR=" + freeAddr(t),
+		"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
+		"PIN_DEV_KAFKA_ADDR=" + testbed.FreeAddr(t),
 		"PIN_AUTH_JWT_SECRET=" + jwtSecret,
 	}, "dev")
 	tok := token(t, uuid.New())
@@ -123,7 +123,7 @@ func TestBoostProjectionSurvivesSIGKILL(t *testing.T) {
 	env := func(projection string) []string {
 		return []string{
 			"PIN_DATABASE_URL=" + db.URL,
-			"PIN_HTTP_ADDR=" + freeAddr(t),
+			"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
 			"PIN_KAFKA_BROKERS=" + brokers[0],
 			"PIN_AUTH_JWT_SECRET=" + jwtSecret,
 			"PIN_BOOST_PROJECTION=" + projection,

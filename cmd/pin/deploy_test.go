@@ -133,7 +133,7 @@ func serveEnv(t *testing.T, db *testbed.Database, brokers []string, kafka ...str
 	t.Helper()
 	return append([]string{
 		"PIN_DATABASE_URL=" + db.URL,
-		"PIN_HTTP_ADDR=" + freeAddr(t),
+		"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
 		"PIN_AUTH_JWT_SECRET=" + jwtSecret,
 		"PIN_KAFKA_BROKERS=" + strings.Join(brokers, ","),
 	}, kafka...)

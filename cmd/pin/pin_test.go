@@ -149,7 +149,7 @@ func TestTokenAndVersion(t *testing.T) {
 // hang on a server that started).
 func TestHelpListsFlagsAndExitsZero(t *testing.T) {
 	t.Parallel()
-	env := []string{"PIN_KAFKA_BROKERS=127.0.0.1:1", "PIN_AUTH_JWT_SECRET=" + jwtSecret, "PIN_HTTP_ADDR=" + freeAddr(t)}
+	env := []string{"PIN_KAFKA_BROKERS=127.0.0.1:1", "PIN_AUTH_JWT_SECRET=" + jwtSecret, "PIN_HTTP_ADDR=" + testbed.FreeAddr(t)}
 	for _, tt := range []struct {
 		args  []string
 		flags []string
@@ -182,6 +182,28 @@ func TestHelpListsFlagsAndExitsZero(t *testing.T) {
 	require.True(t, strings.HasPrefix(out, "pin "), out)
 }
 
+// TestDevOnABusyPortFailsBeforeItsBanner holds the HTTP port: pin dev
+// announces nothing, exits non-zero with a last line naming PIN_HTTP_ADDR,
+// and its stop logs no ERROR (a context canceled is no failure).
+func TestDevOnABusyPortFailsBeforeItsBanner(t *testing.T) {
+	t.Parallel()
+	db := testbed.NewDatabase(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = busy.Close() })
+	out, stderr, code := run(t, []string{
+		"PIN_DATABASE_URL=" + db.URL,
+		"PIN_HTTP_ADDR=" + busy.Addr().String(),
+		"PIN_DEV_KAFKA_ADDR=" + testbed.FreeAddr(t),
+	}, "dev")
+	require.NotEqual(t, 0, code, "stderr: %s", stderr)
+	require.NotContains(t, out, "pin dev is running", "no banner before the listener is bound")
+	require.NotContains(t, out, "TOKEN=")
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	require.Contains(t, lines[len(lines)-1], "PIN_HTTP_ADDR")
+	require.NotContains(t, stderr, `"level":"ERROR"`)
+}
+
 func TestMigrateStatusUpDown(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
@@ -198,15 +220,6 @@ func TestMigrateStatusUpDown(t *testing.T) {
 	require.Contains(t, out, "pending")
 	_, stderr, code = run(t, env, "migrate", "up")
 	require.Equal(t, 0, code, stderr)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
 }
 
 // server is a running `pin dev` or `pin serve` process.
@@ -309,10 +322,10 @@ func token(t *testing.T, tenant uuid.UUID, roles ...string) string {
 func TestDevFromPurchaseToKafkaAndBack(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
-	kafkaAddr := freeAddr(t)
+	kafkaAddr := testbed.FreeAddr(t)
 	s := startServer(t, []string{
 		"PIN_DATABASE_URL=" + db.URL,
-		"PIN_HTTP_ADDR=" + freeAddr(t),
+		"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
 		"PIN_DEV_KAFKA_ADDR=" + kafkaAddr,
 		"PIN_AUTH_JWT_SECRET=" + jwtSecret,
 	}, "dev")
@@ -397,10 +410,10 @@ func TestServeRefusesTrafficUntilMigrated(t *testing.T) {
 			break
 		}
 	}
-	httpAddr := freeAddr(t)
+	httpAddr := testbed.FreeAddr(t)
 	cmd := pinCmd(context.Background(), append(env,
 		"PIN_HTTP_ADDR="+httpAddr,
-		"PIN_KAFKA_BROKERS="+freeAddr(t),
+		"PIN_KAFKA_BROKERS="+testbed.FreeAddr(t),
 		"PIN_AUTH_JWT_SECRET="+jwtSecret,
 	), "serve")
 	out := &testbed.LogBuffer{}
@@ -440,8 +453,8 @@ func TestExpireOnceByThreeProcessesAtOnce(t *testing.T) {
 	db := testbed.NewDatabase(t)
 	env := []string{"PIN_DATABASE_URL=" + db.URL}
 	s := startServer(t, append([]string{
-		"PIN_HTTP_ADDR=" + freeAddr(t),
-		"PIN_DEV_KAFKA_ADDR=" + freeAddr(t),
+		"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
+		"PIN_DEV_KAFKA_ADDR=" + testbed.FreeAddr(t),
 		"PIN_AUTH_JWT_SECRET=" + jwtSecret,
 	}, env...), "dev")
 	tok := token(t, uuid.New())

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/google/uuid"
@@ -167,10 +168,17 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 	if err != nil {
 		return &config.Error{Var: "PIN_AUTH_JWT_SECRET", Rule: err.Error()}
 	}
+	// Bound before anything is announced: a taken port fails here, naming
+	// the variable, not after the dev banner has told users to curl it.
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (PIN_HTTP_ADDR): %w", cfg.HTTPAddr, err)
+	}
+	defer ln.Close()
 	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr, Transient: postgres.IsTransient}
 	e := httpserver.New(httpCfg, p.logger, p.reg, p.tp)
 	h, err := host.New(host.Config{ShutdownTimeout: cfg.ShutdownTimeout}, e, func(ctx context.Context) error {
-		return httpserver.Serve(ctx, e, httpCfg, cfg.ShutdownTimeout)
+		return httpserver.ServeListener(ctx, ln, e, httpCfg, cfg.ShutdownTimeout)
 	}, p.logger, p.reg)
 	if err != nil {
 		return err

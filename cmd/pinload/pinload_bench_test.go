@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,7 +152,7 @@ func startServer(tb testing.TB, databaseURL string, brokers []string, env ...str
 	secretHex := hex.EncodeToString(secret)
 	authn, err := auth.NewAuthenticator([]byte(secretHex))
 	require.NoError(tb, err)
-	addr := freeAddr(tb)
+	addr := testbed.FreeAddr(tb)
 
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(),
@@ -189,15 +188,6 @@ func startServer(tb testing.TB, databaseURL string, brokers []string, env ...str
 		tb.Fatalf("%v\n%s", err, logs.String())
 	}
 	return &server{pid: cmd.Process.Pid, baseURL: baseURL, authn: authn}
-}
-
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(tb, err)
-	addr := l.Addr().String()
-	require.NoError(tb, l.Close())
-	return addr
 }
 
 // tailBuffer keeps the last max bytes written to it.

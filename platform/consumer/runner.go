@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/ThreeDotsLabs/watermill"
 	wmkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/observability"
 )
 
 // Config configures a Runner. Zero values take the defaults.
@@ -103,7 +103,7 @@ func (r *Runner[B]) Run(ctx context.Context) error {
 		ConsumerGroup:         r.cfg.Name,
 		NackResendSleep:       r.cfg.RetryBackoff,
 		ReconnectRetrySleep:   time.Second,
-	}, watermill.NewSlogLoggerWithLevelMapping(r.logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}))
+	}, observability.WatermillLogger(r.logger))
 	if err != nil {
 		return fmt.Errorf("consumer %s: subscriber: %w", r.cfg.Name, err)
 	}

@@ -2,7 +2,6 @@ package kafka_test
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/testbed"
 )
 
 func TestPartitionerMatchesKafkaDefault(t *testing.T) {
@@ -109,7 +109,7 @@ func TestStartEmbedded(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	addr := freeAddr(t)
+	addr := testbed.FreeAddr(t)
 
 	stop, err := kafka.StartEmbedded(addr, "pin.promotion.purchase-changed.v1")
 	require.NoError(t, err)
@@ -139,13 +139,4 @@ func keyed(key string) *message.Message {
 	msg := message.NewMessage("6f0c3a52-8d0e-4a52-9a77-2b7a8f0e6c11", []byte(`{}`))
 	msg.Metadata.Set(kafka.MetaPartitionKey, key)
 	return msg
-}
-
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(tb, err)
-	addr := l.Addr().String()
-	require.NoError(tb, l.Close())
-	return addr
 }

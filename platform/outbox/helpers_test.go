@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -183,15 +182,6 @@ func (b testBundle) stats(tb testing.TB) (backlog int64, age time.Duration, dead
 	backlog, age, dead, err := outbox.Stats(b.ctx, b.db.SQL, topic)
 	require.NoError(tb, err)
 	return backlog, age, dead
-}
-
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(tb, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(tb, l.Close())
-	return port
 }
 
 // seqOf decodes the sequence number in a test event's value.

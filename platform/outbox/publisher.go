@@ -39,7 +39,7 @@ func NewPublisher(logger *slog.Logger, tp trace.TracerProvider) (*Publisher, err
 		return nil, errors.New("outbox: NewPublisher: nil tracer provider")
 	}
 	return &Publisher{
-		logger: watermillLogger(logger),
+		logger: observability.WatermillLogger(logger),
 		tracer: tp.Tracer(instrumentation),
 		schema: SchemaAdapter(0),
 	}, nil
@@ -141,12 +141,4 @@ func checkMessage(msg *message.Message) error {
 		}
 	}
 	return nil
-}
-
-// watermillLogger adapts slog for watermill, turning its chatty info logs
-// (handler started, subscribing) into debug.
-func watermillLogger(logger *slog.Logger) watermill.LoggerAdapter {
-	return watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{
-		slog.LevelInfo: slog.LevelDebug,
-	})
 }

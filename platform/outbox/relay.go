@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/observability"
 )
 
 // RelayConfig configures a Relay. Zero values take the defaults.
@@ -142,7 +143,7 @@ func NewRelay(db *sql.DB, cfg RelayConfig, logger *slog.Logger, reg prometheus.R
 		db:      db,
 		cfg:     cfg,
 		logger:  logger,
-		wmLog:   watermillLogger(logger),
+		wmLog:   observability.WatermillLogger(logger),
 		tracer:  tp.Tracer(instrumentation),
 		metrics: m,
 		schema:  SchemaAdapter(cfg.BatchSize),

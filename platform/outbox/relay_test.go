@@ -96,7 +96,7 @@ func TestRelayKeepsOrderPerKey(t *testing.T) {
 func TestRelayWaitsForBrokerAndResumesInOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	port := freePort(t)
+	port := testbed.FreePort(t)
 	brokers := []string{fmt.Sprintf("127.0.0.1:%d", port)}
 	reg := prometheus.NewRegistry()
 	b.startRelay(t, outbox.RelayConfig{
