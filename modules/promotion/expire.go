@@ -64,6 +64,7 @@ func newExpireJob(d Deps, events adapters.Publications) (*expireJob, error) {
 	if err != nil {
 		return nil, err
 	}
+	metrics.JobStarted(runner.Interval(), time.Now())
 	return &expireJob{cycle: cycle, runner: runner, cmd: cmd}, nil
 }
 

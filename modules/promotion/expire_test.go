@@ -53,6 +53,7 @@ func insertDuePurchases(tb testing.TB, db *testbed.Database, n int) []uuid.UUID 
 func TestExpireMetricsExportedFromStart(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
+	before := time.Now()
 	expireModule(t, testbed.NewDatabase(t).Gorm, reg)
 
 	families, err := reg.Gather()
@@ -68,6 +69,11 @@ func TestExpireMetricsExportedFromStart(t *testing.T) {
 			switch {
 			case m.GetCounter() != nil:
 				require.Zero(t, m.GetCounter().GetValue(), f.GetName())
+			case f.GetName() == "promotion_expire_interval_seconds":
+				require.Equal(t, time.Minute.Seconds(), m.GetGauge().GetValue(), "the configured interval")
+			case f.GetName() == "promotion_expire_last_completed_timestamp_seconds":
+				// The job's start: the not-running alert counts two intervals from it.
+				require.GreaterOrEqual(t, m.GetGauge().GetValue(), float64(before.Unix()))
 			case m.GetGauge() != nil:
 				require.Zero(t, m.GetGauge().GetValue(), f.GetName())
 			case m.GetHistogram() != nil:
@@ -78,6 +84,8 @@ func TestExpireMetricsExportedFromStart(t *testing.T) {
 	for _, name := range []string{
 		"promotion_expire_run_total", "promotion_expire_cycle_duration_seconds", "promotion_expire_backlog",
 		"promotion_expire_skip_locked_total", "promotion_expire_errors_total",
+		"promotion_expire_poison_purchases", "promotion_expire_interval_seconds",
+		"promotion_expire_last_completed_timestamp_seconds",
 	} {
 		require.Contains(t, got, name)
 	}

@@ -42,7 +42,9 @@ var plannedMetrics = []string{
 	"promotion_expire_backlog",
 	"promotion_expire_skip_locked_total",
 	"promotion_expire_errors_total",
-	"promotion_expire_poison_purchases", // issue 11: known poison purchases
+	"promotion_expire_poison_purchases",                 // issue 11: known poison purchases
+	"promotion_expire_interval_seconds",                 // issue 11: the not-running alert
+	"promotion_expire_last_completed_timestamp_seconds", // issue 11: the not-running alert
 	"pin_outbox_backlog_messages",
 	"pin_outbox_oldest_message_age_seconds",
 	"pin_outbox_published_total",

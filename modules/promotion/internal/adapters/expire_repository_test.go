@@ -197,10 +197,14 @@ func TestExpirePoisonWithoutTargets(t *testing.T) {
 	poison := ids[1]
 	b.exec(t, fmt.Sprintf(`DELETE FROM promotion.promotion_purchase_targets WHERE purchase_id = '%s'`, poison))
 
+	before := time.Now()
 	res := b.run(t, 200, 1)
 
 	require.Equal(t, 2, res.Expired)
 	require.Equal(t, 1, res.Failed)
+	completed := b.metric(t, "promotion_expire_last_completed_timestamp_seconds")
+	require.InDelta(t, float64(time.Now().Unix()), completed, time.Since(before).Seconds()+1,
+		"a cycle with poison items still completes")
 	require.Equal(t, "Active", b.row(t, poison).Status)
 	require.EqualValues(t, 1, b.row(t, poison).Version)
 	require.Equal(t, "Expired", b.row(t, ids[0]).Status)

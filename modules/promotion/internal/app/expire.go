@@ -207,7 +207,7 @@ func (h *ExpirePromotionsHandler) Handle(ctx context.Context, cmd ExpirePromotio
 		attribute.Int("pin.expire.skipped_locked", res.SkippedLocked),
 		attribute.Int("pin.expire.failed", res.Failed),
 	)
-	h.metrics.cycleDone(ctx, res.Duration, err != nil)
+	h.metrics.cycleDone(ctx, res.Duration, err != nil, time.Now())
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "expiry cycle failed")

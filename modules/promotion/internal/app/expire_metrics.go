@@ -26,6 +26,8 @@ type ExpireMetrics struct {
 	items      *prometheus.CounterVec
 	backlog    prometheus.Gauge
 	poison     prometheus.Gauge
+	interval   prometheus.Gauge
+	completed  prometheus.Gauge
 	skipLocked prometheus.Counter
 	errors     prometheus.Counter
 }
@@ -57,6 +59,14 @@ func NewExpireMetrics(reg prometheus.Registerer) (*ExpireMetrics, error) {
 			Name: "promotion_expire_poison_purchases",
 			Help: "Active purchases the expiry job failed to expire and retries only in a batch's retry slot (promotion.expire_poison), counted after each cycle.",
 		}),
+		interval: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "promotion_expire_interval_seconds",
+			Help: "The expiry job's configured interval (PIN_EXPIRE_INTERVAL); the not-running alert allows two of them.",
+		}),
+		completed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "promotion_expire_last_completed_timestamp_seconds",
+			Help: "Unix time of the last expiry cycle that completed without an infrastructure error; the job's start until one has.",
+		}),
 		skipLocked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "promotion_expire_skip_locked_total",
 			Help: "Due purchases a batch passed over because another transaction held their rows.",
@@ -72,7 +82,7 @@ func NewExpireMetrics(reg prometheus.Registerer) (*ExpireMetrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.runs, m.duration, m.items, m.backlog, m.poison, m.skipLocked, m.errors} {
+	for _, c := range []prometheus.Collector{m.runs, m.duration, m.items, m.backlog, m.poison, m.interval, m.completed, m.skipLocked, m.errors} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}
@@ -81,6 +91,17 @@ func NewExpireMetrics(reg prometheus.Registerer) (*ExpireMetrics, error) {
 		return nil, fmt.Errorf("expire metrics: register: %w", err)
 	}
 	return m, nil
+}
+
+// JobStarted records the job's interval and takes now as its last
+// completion, so the not-running alert gives a new instance two intervals
+// for its first cycle, and fires if it never completes one.
+func (m *ExpireMetrics) JobStarted(interval time.Duration, now time.Time) {
+	if m == nil {
+		return
+	}
+	m.interval.Set(interval.Seconds())
+	m.completed.Set(float64(now.UnixNano()) / 1e9)
 }
 
 // batchDone counts a committed batch.
@@ -96,7 +117,8 @@ func (m *ExpireMetrics) batchDone(expired, failed, skippedLocked int) {
 
 // cycleDone counts a cycle; failed means it ended on an infrastructure
 // error. ctx carries the cycle's span, the duration's exemplar.
-func (m *ExpireMetrics) cycleDone(ctx context.Context, d time.Duration, failed bool) {
+// at is when it ended (wall clock: the alert compares it with time()).
+func (m *ExpireMetrics) cycleDone(ctx context.Context, d time.Duration, failed bool, at time.Time) {
 	if m == nil {
 		return
 	}
@@ -104,5 +126,7 @@ func (m *ExpireMetrics) cycleDone(ctx context.Context, d time.Duration, failed b
 	observability.Observe(ctx, m.duration, d.Seconds())
 	if failed {
 		m.errors.Inc()
+		return
 	}
+	m.completed.Set(float64(at.UnixNano()) / 1e9)
 }

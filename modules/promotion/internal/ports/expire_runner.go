@@ -53,6 +53,9 @@ func NewExpireRunner(cycle ExpireCycle, cmd app.ExpirePromotions, interval time.
 	return &ExpireRunner{cycle: cycle, cmd: cmd, interval: interval, logger: logger}, nil
 }
 
+// Interval is the time between the starts of two cycles.
+func (r *ExpireRunner) Interval() time.Duration { return r.interval }
+
 // Name implements host.Runner.
 func (r *ExpireRunner) Name() string { return ExpireRunnerName }
 
