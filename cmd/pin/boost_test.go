@@ -74,8 +74,8 @@ func (s *server) packageID(t *testing.T, tok, code string) string {
 
 // TestDevBoostFollowsPurchaseCancelAndExpiry walks the README: in `pin dev`
 // a purchase raises its project's boost within 2 s, a cancellation takes it
-// away within 2 s, and an expiry cycle takes away the boost of an expired
-// purchase.
+// away within 2 s, and after `pin dev make-due` an expiry cycle takes away
+// the boost of the expired purchase.
 func TestDevBoostFollowsPurchaseCancelAndExpiry(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
@@ -99,16 +99,35 @@ func TestDevBoostFollowsPurchaseCancelAndExpiry(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "%v", body)
 	s.requireBoostWithin(t, boostPromise, tok, "Project", project, 10, 1)
 
-	_, err := db.SQL.Exec(`UPDATE promotion.promotion_purchases
-		SET starts_at = starts_at - interval '30 days', ends_at = ends_at - interval '30 days' WHERE id = $1`, second)
-	require.NoError(t, err)
-	out, stderr, code := run(t, []string{"PIN_DATABASE_URL=" + db.URL}, "expire-promotions", "--once")
+	var period time.Duration
+	periodOf := `SELECT extract(epoch FROM ends_at - starts_at)::bigint FROM promotion.promotion_purchases WHERE id = $1`
+	require.NoError(t, db.SQL.QueryRow(periodOf, second).Scan(&period))
+	out, stderr, code := run(t, []string{"PIN_DATABASE_URL=" + db.URL}, "dev", "make-due", second)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "is due")
+	var after time.Duration
+	require.NoError(t, db.SQL.QueryRow(periodOf, second).Scan(&after))
+	require.Equal(t, period, after, "make-due keeps the period's length")
+	out, stderr, code = run(t, []string{"PIN_DATABASE_URL=" + db.URL}, "expire-promotions", "--once")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, `"expired":1`)
 	s.requireBoostWithin(t, boostPromise, tok, "Project", project, 0, 0)
 
 	_, pkgs := s.do(t, http.MethodGet, "/api/developers/v1/promotion-boosts/Billboard/"+project, tok, nil)
 	require.Equal(t, float64(http.StatusUnprocessableEntity), pkgs["status"])
+}
+
+// TestDevMakeDueRefusesADatabasePinDevDidNotCreate runs make-due against a
+// migrated database that pin dev never marked, as a production one is.
+func TestDevMakeDueRefusesADatabasePinDevDidNotCreate(t *testing.T) {
+	t.Parallel()
+	db := testbed.NewDatabase(t)
+	_, stderr, code := run(t, []string{"PIN_DATABASE_URL=" + db.URL}, "dev", "make-due", uuid.NewString())
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "refused")
+	require.Contains(t, stderr, "PIN_DATABASE_URL")
+	_, stderr, code = run(t, nil, "dev", "make-due", "not-a-uuid")
+	require.Equal(t, 2, code, stderr)
 }
 
 // TestBoostProjectionSurvivesSIGKILL kills the consuming `pin serve`

@@ -28,6 +28,7 @@ const usage = `pin — the Pin backend (promotion module)
 Usage:
   pin serve                                   HTTP API, background runners and the outbox relay
   pin dev                                     serve on one machine with only PostgreSQL (embedded Kafka-protocol broker)
+  pin dev make-due PURCHASE_ID                make an Active purchase due now (only on a database pin dev created)
   pin migrate up|down|status                  apply, revert one, or list the embedded migrations
   pin expire-promotions --once [--batch-size N]  run exactly one expiry cycle and print its JSON result
   pin kafka create-topics [--replication-factor N] [--retention D]  create the module's missing topics (3 partitions)

@@ -391,6 +391,17 @@ func TestDevFromPurchaseToKafkaAndBack(t *testing.T) {
 
 	requireExportedMetricsListed(t, s)
 
+	// The banner's exports follow the addresses given, for a second shell.
+	for _, line := range []string{
+		"export PIN_DATABASE_URL='" + db.URL + "'",
+		"export PIN_AUTH_JWT_SECRET=" + jwtSecret,
+		"export BASE=" + s.base + " KAFKA=" + kafkaAddr,
+		"export TOKEN=ey",
+		"export ADMIN_TOKEN=ey",
+	} {
+		require.Contains(t, s.out.String(), line)
+	}
+
 	code, took := s.stop(t)
 	require.Equal(t, 0, code, "exit code after SIGTERM")
 	require.Less(t, took, 10*time.Second)

@@ -10,6 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -153,6 +155,9 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 		if err := postgres.Migrate(ctx, sqlDB); err != nil {
 			return err
 		}
+		if err := markDevDatabase(ctx, sqlDB); err != nil {
+			return err
+		}
 		if len(cfg.KafkaBrokers) == 0 {
 			stopBroker, err := startDevBroker(cfg.DevKafkaAddr, contract.Topic)
 			if err != nil {
@@ -281,38 +286,44 @@ func printDevHowTo(w io.Writer, cfg config.Config, authn *auth.Authenticator) er
 	if err != nil {
 		return err
 	}
-	base := "http://" + cfg.HTTPAddr
+	pin, err := os.Executable()
+	if err != nil {
+		pin = "pin"
+	}
+	// The exports are what a second shell needs for the README's walk and
+	// for pin expire-promotions, pin migrate status, pin token and pin dev
+	// make-due; the secret, and so the tokens, die with this process.
 	fmt.Fprintf(w, `
 pin dev is running (development only).
 
   API        %[1]s
   Kafka      %[2]s   topic %[3]s
-  JWT secret %[4]s
 
-Tokens (24 h):
-  export TOKEN=%[5]s
-  export ADMIN_TOKEN=%[6]s
+In another shell (unless PIN_AUTH_JWT_SECRET was set, the secret is made for this run: the tokens die with it):
+  export PIN_DATABASE_URL=%[4]s
+  export PIN_AUTH_JWT_SECRET=%[5]s
+  export BASE=%[1]s KAFKA=%[2]s PIN=%[8]s
+  export TOKEN=%[6]s
+  export ADMIN_TOKEN=%[7]s
 
-Try it:
-  curl -s %[1]s/api/developers/v1/promotion-packages -H "Authorization: Bearer $TOKEN"
-  PACKAGE_ID=$(curl -s %[1]s/api/developers/v1/promotion-packages -H "Authorization: Bearer $TOKEN" | jq -r '.items[] | select(.code=="project-boost-week") | .id')
-  PROJECT_ID=$(cat /proc/sys/kernel/random/uuid)
-  PURCHASE_ID=$(curl -s -X POST %[1]s/api/developers/v1/promotions -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
-      -H "Idempotency-Key: $(uuidgen || cat /proc/sys/kernel/random/uuid)" \
-      -d "{\"packageId\":\"$PACKAGE_ID\",\"targets\":[{\"targetKind\":\"Project\",\"targetId\":\"$PROJECT_ID\"}]}" | jq -r .id)
-  curl -s %[1]s/api/developers/v1/promotions/$PURCHASE_ID -H "Authorization: Bearer $TOKEN"
-  curl -s %[1]s/api/developers/v1/promotion-boosts/Project/$PROJECT_ID -H "Authorization: Bearer $TOKEN"
-  curl -s -X POST %[1]s/api/developers/v1/promotions/$PURCHASE_ID/cancel -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"reason":"changed my mind"}'
-  curl -s %[1]s/api/developers/v1/promotion-boosts/Project/$PROJECT_ID -H "Authorization: Bearer $TOKEN"
-  kcat -C -b %[2]s -t %[3]s -o beginning -e -f 'key=%%k partition=%%p headers=%%h\n%%s\n\n'
-  curl -s %[1]s/metrics | grep -E '^(promotion_expire|pin_outbox|pin_consumer)'
+Then follow "A first purchase, step by step" in README.md: a purchase, its boost, its expiry
+($PIN dev make-due $PURCHASE_ID, then $PIN expire-promotions --once) and its events:
+  kcat -C -b $KAFKA -t %[3]s -o beginning -e -f 'key=%%k partition=%%p headers=%%h\n%%s\n\n'
 
-`, base, cfg.KafkaBrokers[0], contract.Topic, cfg.JWTSecret, tenantToken, adminToken)
+`, "http://"+cfg.HTTPAddr, cfg.KafkaBrokers[0], contract.Topic, shellQuote(cfg.DatabaseURL), cfg.JWTSecret, tenantToken, adminToken, shellQuote(pin))
 	return nil
 }
 
-// dev runs `pin dev`.
+// shellQuote makes s one word for a POSIX shell (a database URL has & and ?).
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// dev runs `pin dev`, or its development tool `pin dev make-due`.
 func dev(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "make-due" {
+		return makeDue(ctx, args[1:], environ, stdout)
+	}
 	if err := noArgs("dev", "dev", args, stdout); err != nil {
 		return err
 	}
