@@ -9,9 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/pinmarket/pin/platform/config"
-	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // devMarker is the comment `pin dev` puts on its database; `pin dev
@@ -48,15 +45,7 @@ func makeDue(ctx context.Context, args, environ []string, stdout io.Writer) erro
 	if err != nil {
 		return usageError{fmt.Sprintf("dev make-due: %q is not a UUID", fs.Arg(0))}
 	}
-	cfg, err := config.Load(environ, 0)
-	if err != nil {
-		return err
-	}
-	gdb, err := postgres.Open(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return err
-	}
-	db, err := gdb.DB()
+	db, err := openDatabase(ctx, environ)
 	if err != nil {
 		return err
 	}

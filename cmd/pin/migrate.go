@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 
@@ -16,15 +17,7 @@ func migrate(ctx context.Context, args, environ []string, stdout io.Writer) erro
 	if len(args) != 1 || (args[0] != "up" && args[0] != "down" && args[0] != "status") {
 		return usageError{"migrate: want exactly one of up, down, status"}
 	}
-	cfg, err := config.Load(environ, 0)
-	if err != nil {
-		return err
-	}
-	db, err := postgres.Open(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return err
-	}
-	sqlDB, err := db.DB()
+	sqlDB, err := openDatabase(ctx, environ)
 	if err != nil {
 		return err
 	}
@@ -65,4 +58,17 @@ func migrate(ctx context.Context, args, environ []string, stdout io.Writer) erro
 		}
 	}
 	return nil
+}
+
+// openDatabase opens PIN_DATABASE_URL for a command that only runs SQL.
+func openDatabase(ctx context.Context, environ []string) (*sql.DB, error) {
+	cfg, err := config.Load(environ, 0)
+	if err != nil {
+		return nil, err
+	}
+	db, err := postgres.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	return db.DB()
 }
