@@ -732,3 +732,22 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	require.Equal(t, "Expired", b.row(t, oldest).Status)
 	require.EqualValues(t, poisonN-1, b.metric(t, "promotion_expire_poison_purchases"))
 }
+
+// The backlog gauge is counted at scrape time (issue 11): with no cycle
+// running (the job stopped), it grows as purchases fall due, so the
+// backlog alert can see a stuck job.
+func TestExpireBacklogGaugeGrowsWithJobStopped(t *testing.T) {
+	t.Parallel()
+	b := newExpireBundle(t)
+	require.Zero(t, b.metric(t, "promotion_expire_backlog"))
+	b.insertDue(t, 3)
+	require.EqualValues(t, 3, b.metric(t, "promotion_expire_backlog"))
+	b.insertDue(t, 4)
+	require.EqualValues(t, 7, b.metric(t, "promotion_expire_backlog"))
+	b.insertPurchases(t, 2, promotiontest.Purchases{}) // not due yet
+	require.EqualValues(t, 7, b.metric(t, "promotion_expire_backlog"))
+
+	res := b.run(t, 200, 1)
+	require.Equal(t, 7, res.Expired)
+	require.Zero(t, b.metric(t, "promotion_expire_backlog"), "less by ExpiredCount")
+}

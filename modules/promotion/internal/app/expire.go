@@ -27,9 +27,6 @@ const (
 	// DefaultExpireCycleBudget bounds one cycle (the document's target:
 	// under 30 s per cycle).
 	DefaultExpireCycleBudget = 30 * time.Second
-	// backlogCountTimeout bounds the count that refreshes the backlog gauge
-	// after a cycle; it runs even when the runner is stopping.
-	backlogCountTimeout = 5 * time.Second
 )
 
 // ExpireStore is the storage side of the expiry job.
@@ -155,6 +152,7 @@ func NewExpirePromotionsHandler(cfg ExpireConfig) (*ExpirePromotionsHandler, err
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.Metrics.countFrom(cfg.Store, cfg.Now)
 	return &ExpirePromotionsHandler{
 		store: cfg.Store, logger: cfg.Logger, metrics: cfg.Metrics,
 		tracer: tp.Tracer(tracerName), now: cfg.Now,
@@ -199,7 +197,6 @@ func (h *ExpirePromotionsHandler) Handle(ctx context.Context, cmd ExpirePromotio
 
 	err = h.runBatches(ctx, work, cmd, &res)
 	res.Duration = time.Since(started)
-	h.refreshBacklog(ctx)
 
 	span.SetAttributes(
 		attribute.Int("pin.expire.batches", res.Batches),
@@ -318,29 +315,4 @@ func (h *ExpirePromotionsHandler) runBatch(ctx context.Context, cmd ExpirePromot
 	)
 	h.metrics.batchDone(len(b.Expired), len(b.Failed), b.SkippedLocked)
 	return b, nil
-}
-
-// refreshBacklog recounts the due purchases left after the cycle. A failed
-// count is logged and counted as an error, not a failed cycle: the
-// transitions are already committed.
-func (h *ExpirePromotionsHandler) refreshBacklog(ctx context.Context) {
-	if h.metrics == nil {
-		return
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backlogCountTimeout)
-	defer cancel()
-	n, err := h.store.CountDue(cctx, h.now())
-	if err != nil {
-		h.metrics.errors.Inc()
-		h.logger.WarnContext(ctx, "backlog count failed", "error", err)
-		return
-	}
-	h.metrics.backlog.Set(float64(n))
-	poison, err := h.store.CountPoison(cctx)
-	if err != nil {
-		h.metrics.errors.Inc()
-		h.logger.WarnContext(ctx, "poison count failed", "error", err)
-		return
-	}
-	h.metrics.poison.Set(float64(poison))
 }

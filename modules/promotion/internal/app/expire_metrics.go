@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,8 +25,7 @@ type ExpireMetrics struct {
 	runs       prometheus.Counter
 	duration   prometheus.Histogram
 	items      *prometheus.CounterVec
-	backlog    prometheus.Gauge
-	poison     prometheus.Gauge
+	due        *dueCollector
 	interval   prometheus.Gauge
 	completed  prometheus.Gauge
 	skipLocked prometheus.Counter
@@ -51,14 +51,6 @@ func NewExpireMetrics(reg prometheus.Registerer) (*ExpireMetrics, error) {
 			Name: "promotion_expire_items_total",
 			Help: "Purchases handled by the expiry job, by outcome: expired (committed) or failed (poison, left Active).",
 		}, []string{"outcome"}),
-		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "promotion_expire_backlog",
-			Help: "Active purchases whose EndsAt has passed and that are not expired yet, counted after each cycle.",
-		}),
-		poison: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "promotion_expire_poison_purchases",
-			Help: "Active purchases the expiry job failed to expire and retries only in a batch's retry slot (promotion.expire_poison), counted after each cycle.",
-		}),
 		interval: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "promotion_expire_interval_seconds",
 			Help: "The expiry job's configured interval (PIN_EXPIRE_INTERVAL); the not-running alert allows two of them.",
@@ -76,13 +68,20 @@ func NewExpireMetrics(reg prometheus.Registerer) (*ExpireMetrics, error) {
 			Help: "Errors of the expiry job: poison items and infrastructure errors.",
 		}),
 	}
+	m.due = &dueCollector{
+		backlog: prometheus.NewDesc("promotion_expire_backlog",
+			"Active purchases whose EndsAt has passed and that are not expired yet, counted at scrape time.", nil, nil),
+		poison: prometheus.NewDesc("promotion_expire_poison_purchases",
+			"Active purchases the expiry job failed to expire and retries only in a batch's retry slot (promotion.expire_poison), counted at scrape time.", nil, nil),
+		errors: m.errors,
+	}
 	m.items.WithLabelValues(ExpireOutcomeExpired)
 	m.items.WithLabelValues(ExpireOutcomeFailed)
 	if reg == nil {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.runs, m.duration, m.items, m.backlog, m.poison, m.interval, m.completed, m.skipLocked, m.errors} {
+	for _, c := range []prometheus.Collector{m.runs, m.duration, m.items, m.due, m.interval, m.completed, m.skipLocked, m.errors} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}
@@ -91,6 +90,65 @@ func NewExpireMetrics(reg prometheus.Registerer) (*ExpireMetrics, error) {
 		return nil, fmt.Errorf("expire metrics: register: %w", err)
 	}
 	return m, nil
+}
+
+// scrapeCountTimeout bounds the counts a scrape runs: a slow database makes
+// the gauges missing (and counts an error), never the scrape hang.
+const scrapeCountTimeout = time.Second
+
+// dueCollector exports promotion_expire_backlog and
+// promotion_expire_poison_purchases counted when scraped, so they stay true
+// while the job is stuck. The backlog count is index-only on the partial
+// index promotion_purchases_expiry_idx. A failed count is counted in
+// promotion_expire_errors_total and its gauge left out of that scrape.
+type dueCollector struct {
+	backlog, poison *prometheus.Desc
+	errors          prometheus.Counter
+
+	mu    sync.Mutex
+	store ExpireStore
+	now   func() time.Time
+}
+
+// Describe implements prometheus.Collector.
+func (c *dueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.backlog
+	ch <- c.poison
+}
+
+// Collect implements prometheus.Collector. Before a store is attached (the
+// metrics exist before the handler), both gauges are 0.
+func (c *dueCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	store, now := c.store, c.now
+	c.mu.Unlock()
+	if store == nil {
+		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, 0)
+		ch <- prometheus.MustNewConstMetric(c.poison, prometheus.GaugeValue, 0)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeCountTimeout)
+	defer cancel()
+	if n, err := store.CountDue(ctx, now()); err != nil {
+		c.errors.Inc()
+	} else {
+		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(n))
+	}
+	if n, err := store.CountPoison(ctx); err != nil {
+		c.errors.Inc()
+	} else {
+		ch <- prometheus.MustNewConstMetric(c.poison, prometheus.GaugeValue, float64(n))
+	}
+}
+
+// countFrom makes the scrape-time gauges count in store as of now().
+func (m *ExpireMetrics) countFrom(store ExpireStore, now func() time.Time) {
+	if m == nil {
+		return
+	}
+	m.due.mu.Lock()
+	defer m.due.mu.Unlock()
+	m.due.store, m.due.now = store, now
 }
 
 // JobStarted records the job's interval and takes now as its last
@@ -108,6 +166,13 @@ func (m *ExpireMetrics) JobStarted(interval time.Duration, now time.Time) {
 func (m *ExpireMetrics) batchDone(expired, failed, skippedLocked int) {
 	if m == nil {
 		return
+	}
+	m.due = &dueCollector{
+		backlog: prometheus.NewDesc("promotion_expire_backlog",
+			"Active purchases whose EndsAt has passed and that are not expired yet, counted at scrape time.", nil, nil),
+		poison: prometheus.NewDesc("promotion_expire_poison_purchases",
+			"Active purchases the expiry job failed to expire and retries only in a batch's retry slot (promotion.expire_poison), counted at scrape time.", nil, nil),
+		errors: m.errors,
 	}
 	m.items.WithLabelValues(ExpireOutcomeExpired).Add(float64(expired))
 	m.items.WithLabelValues(ExpireOutcomeFailed).Add(float64(failed))
