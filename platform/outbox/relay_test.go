@@ -109,7 +109,10 @@ func TestRelayWaitsForBrokerAndResumesInOrder(t *testing.T) {
 		b.publish(t, event("purchase-a", seq), event("purchase-b", seq))
 		require.Less(t, time.Since(start), 2*time.Second)
 	}
-	time.Sleep(500 * time.Millisecond) // let the relay fail a few times
+	// The relay has tried and failed, and acknowledged nothing meanwhile.
+	waitFor(t, "the relay to fail on the absent broker", func() bool {
+		return metricValue(t, reg, "pin_outbox_publish_errors_total") >= 2
+	})
 	backlog, _, _ := b.stats(t)
 	require.EqualValues(t, 40, backlog, "nothing is acknowledged while the broker is down")
 
@@ -126,14 +129,16 @@ func TestRelayWaitsForBrokerAndResumesInOrder(t *testing.T) {
 	for seq := 21; seq <= 30; seq++ {
 		b.publish(t, event("purchase-a", seq))
 	}
-	time.Sleep(300 * time.Millisecond)
+	failed := metricValue(t, reg, "pin_outbox_publish_errors_total")
+	waitFor(t, "the relay to fail on the closed broker", func() bool {
+		return metricValue(t, reg, "pin_outbox_publish_errors_total") > failed
+	})
 	startKfakeOn(t, port)
 	records = newConsumer(t, brokers).until(t, 10)
 	seen = requireOrderedPerKey(t, records)
 	require.Len(t, seen, 10)
 	_, first := seqOf(t, records[0])
 	require.Equal(t, 21, first)
-	require.Positive(t, metricValue(t, reg, "pin_outbox_publish_errors_total"))
 }
 
 func startKfakeOn(tb testing.TB, port int) *kfake.Cluster {
