@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -205,4 +206,41 @@ func TestNewExpireRunnerRejectsBadConfig(t *testing.T) {
 	require.Error(t, err)
 	_, err = ports.NewExpireRunner(&fakeCycle{}, app.ExpirePromotions{}, -time.Second, discardLogger())
 	require.Error(t, err)
+}
+
+// SLO row of the Tests table, the runner's half: at the 60 s default, cycles
+// start one interval apart (plus the previous cycle's duration at most), so a
+// purchase with EndsAt = t is taken by a cycle at or before t + Interval +
+// DurationCycle. Run in a synctest bubble: virtual time, no wall-clock
+// tolerance.
+func TestExpireRunnerTicksOneIntervalApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var starts []time.Time
+		const cycleTook = 2 * time.Second
+		cycle := cycleFunc(func(context.Context) {
+			starts = append(starts, time.Now())
+			time.Sleep(cycleTook)
+		})
+		r, err := ports.NewExpireRunner(cycle, app.ExpirePromotions{}, 0, slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(5*ports.DefaultExpireInterval + time.Second)
+		cancel()
+		require.NoError(t, <-done)
+		require.Len(t, starts, 6, "one cycle at start, then one per interval")
+		for i := 1; i < len(starts); i++ {
+			require.Equal(t, ports.DefaultExpireInterval, starts[i].Sub(starts[i-1]))
+		}
+	})
+}
+
+// cycleFunc is a ports.ExpireCycle made of a function.
+type cycleFunc func(context.Context)
+
+// Handle implements ports.ExpireCycle.
+func (f cycleFunc) Handle(ctx context.Context, _ app.ExpirePromotions) (app.ExpireResult, error) {
+	f(ctx)
+	return app.ExpireResult{}, nil
 }
