@@ -78,6 +78,11 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 			attribute.Int("messaging.batch.message_count", len(msgs)),
 		))
 	defer span.End()
+	// A background cycle's publication carries its run id (the expiry job's
+	// design document asks for it on the publish span).
+	if runID := observability.RunID(ctx); runID != "" {
+		span.SetAttributes(attribute.String("pin.run_id", runID))
+	}
 
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)

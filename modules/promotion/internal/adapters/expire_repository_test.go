@@ -185,6 +185,19 @@ func TestExpireSpansNest(t *testing.T) {
 	require.Equal(t, cycle.SpanContext().SpanID(), batch.Parent().SpanID())
 	require.Equal(t, batch.SpanContext().SpanID(), publish.Parent().SpanID())
 	require.Equal(t, cycle.SpanContext().TraceID(), publish.SpanContext().TraceID())
+
+	// The run id on the publish span, the tenant of each item on the batch's.
+	runID := attribute.String("pin.run_id", res.RunID.String())
+	require.Contains(t, publish.Attributes(), runID)
+	withTenant := 0
+	for _, ev := range batch.Events() {
+		for _, a := range ev.Attributes {
+			if ev.Name == "promotion expired" && a.Key == "pin.tenant_id" && a.Value.AsString() != "" {
+				withTenant++
+			}
+		}
+	}
+	require.Equal(t, 2, withTenant, "a span event with the tenant per expired item")
 }
 
 // Tests table, row "Partial failure": a purchase with no targets (its event

@@ -291,6 +291,10 @@ func (h *ExpirePromotionsHandler) runBatch(ctx context.Context, cmd ExpirePromot
 	tenants := make(map[string]struct{})
 	for _, p := range b.Expired {
 		tenants[p.TenantID().String()] = struct{}{}
+		span.AddEvent("promotion expired", trace.WithAttributes(
+			attribute.String("pin.purchase_id", p.ID().String()),
+			attribute.String("pin.tenant_id", p.TenantID().String()),
+		))
 		h.logger.InfoContext(ctx, "promotion expired",
 			"purchase_id", p.ID(), "tenant_id", p.TenantID(),
 			"package_kind", string(p.PackageKind()), "targets_count", len(p.Targets()))
