@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/pinmarket/pin/platform/host"
 )
 
 // InboxCleaner is the host.Runner that deletes a consumer's inbox entries
@@ -45,22 +47,7 @@ func (c *InboxCleaner) Name() string { return "consumer-inbox-retention-" + c.co
 
 // Run cleans every ten minutes until ctx is cancelled.
 func (c *InboxCleaner) Run(ctx context.Context) error {
-	for {
-		n, err := c.CleanOnce(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			c.logger.WarnContext(ctx, "inbox retention failed", "error", err)
-		case n > 0:
-			c.logger.InfoContext(ctx, "inbox retention deleted old entries", "deleted", n)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(c.interval):
-		}
-	}
+	return host.RunCleaner(ctx, c.interval, c.logger, "inbox retention", c.CleanOnce)
 }
 
 // CleanOnce deletes, in short batches, every entry older than the retention

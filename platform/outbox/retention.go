@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/pinmarket/pin/platform/host"
 )
 
 // RetentionConfig configures a RetentionCleaner. Zero values take the
@@ -63,22 +65,7 @@ func (c *RetentionCleaner) Name() string { return "outbox-retention" }
 
 // Run cleans every Interval until ctx is cancelled.
 func (c *RetentionCleaner) Run(ctx context.Context) error {
-	for {
-		n, err := c.CleanOnce(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			c.logger.WarnContext(ctx, "outbox retention failed", "err", err)
-		case n > 0:
-			c.logger.InfoContext(ctx, "outbox retention deleted forwarded messages", "deleted", n)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(c.cfg.Interval):
-		}
-	}
+	return host.RunCleaner(ctx, c.cfg.Interval, c.logger, "outbox retention", c.CleanOnce)
 }
 
 // CleanOnce deletes, batch by batch, every acknowledged row older than the
