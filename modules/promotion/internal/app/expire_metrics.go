@@ -167,13 +167,6 @@ func (m *ExpireMetrics) batchDone(expired, failed, skippedLocked int) {
 	if m == nil {
 		return
 	}
-	m.due = &dueCollector{
-		backlog: prometheus.NewDesc("promotion_expire_backlog",
-			"Active purchases whose EndsAt has passed and that are not expired yet, counted at scrape time.", nil, nil),
-		poison: prometheus.NewDesc("promotion_expire_poison_purchases",
-			"Active purchases the expiry job failed to expire and retries only in a batch's retry slot (promotion.expire_poison), counted at scrape time.", nil, nil),
-		errors: m.errors,
-	}
 	m.items.WithLabelValues(ExpireOutcomeExpired).Add(float64(expired))
 	m.items.WithLabelValues(ExpireOutcomeFailed).Add(float64(failed))
 	m.skipLocked.Add(float64(skippedLocked))
