@@ -1,10 +1,14 @@
 package contract
 
 import (
+	"cmp"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -79,8 +83,13 @@ func Decode(data []byte, logger *slog.Logger) (Envelope, error) {
 	return e, nil
 }
 
-// envelopeOut is the wire form written by MarshalJSON; field order is the
-// contract's.
+// envelopeOut and purchaseChangedOut are the wire form written by
+// MarshalJSON: Envelope and PurchaseChanged with the times as the contract's
+// text (time.Time's own JSON drops trailing zeros of the fraction). They
+// must list the same fields in the same order; TestWireMirrorsTheContract
+// checks that.
+//
+// envelopeOut is the envelope's wire form.
 type envelopeOut struct {
 	MessageID       uuid.UUID          `json:"messageId"`
 	EventType       string             `json:"eventType"`
@@ -155,172 +164,80 @@ func (p PurchaseChanged) wire() purchaseChangedOut {
 	}
 }
 
-// The *In types mirror the wire form with pointers, so that a missing or
-// null field can be told apart from a zero value.
-
-type envelopeIn struct {
-	MessageID       *string            `json:"messageId"`
-	EventType       *string            `json:"eventType"`
-	ContractVersion *int               `json:"contractVersion"`
-	OccurredAt      *string            `json:"occurredAt"`
-	AggregateID     *string            `json:"aggregateId"`
-	AggregateType   *string            `json:"aggregateType"`
-	Payload         *purchaseChangedIn `json:"payload"`
-}
-
-type purchaseChangedIn struct {
-	PurchaseID    *string     `json:"purchaseId"`
-	TenantID      *string     `json:"tenantId"`
-	PackageID     *string     `json:"packageId"`
-	PackageCode   *string     `json:"packageCode"`
-	PackageKind   *string     `json:"packageKind"`
-	Targets       *[]targetIn `json:"targets"`
-	Status        *string     `json:"status"`
-	PaymentStatus *string     `json:"paymentStatus"`
-	BoostWeight   *int        `json:"boostWeight"`
-	StartsAt      *string     `json:"startsAt"`
-	EndsAt        *string     `json:"endsAt"`
-	Price         *priceIn    `json:"price"`
-	Version       *int64      `json:"version"`
-}
-
-type targetIn struct {
-	TargetKind *string `json:"targetKind"`
-	TargetID   *string `json:"targetId"`
-}
-
-type priceIn struct {
-	Amount     *Amount     `json:"amount"`
-	CurrencyID *int16      `json:"currencyId"`
-	Currency   *currencyIn `json:"currency"`
-}
-
-type currencyIn struct {
-	IsoCode *string `json:"isoCode"`
-	Name    *string `json:"name"`
-	Sign    *string `json:"sign"`
-}
-
 // UnmarshalJSON reads the wire form. Every field of the contract is required
 // (an error names the first one missing); unknown fields are ignored; enum
 // values are taken as they come. Use Decode, which also logs the warnings the
 // compatibility rules ask for.
 func (e *Envelope) UnmarshalJSON(data []byte) error {
-	var in envelopeIn
-	if err := json.Unmarshal(data, &in); err != nil {
+	var out Envelope
+	if err := decodeObject(data, reflect.ValueOf(&out).Elem(), ""); err != nil {
 		return err
-	}
-	r := &reader{}
-	out := Envelope{
-		MessageID:       r.uuid("messageId", in.MessageID),
-		EventType:       req(r, "eventType", in.EventType),
-		ContractVersion: req(r, "contractVersion", in.ContractVersion),
-		OccurredAt:      r.time("occurredAt", in.OccurredAt),
-		AggregateID:     r.uuid("aggregateId", in.AggregateID),
-		AggregateType:   req(r, "aggregateType", in.AggregateType),
-	}
-	if r.present("payload", in.Payload != nil) {
-		out.Payload = r.payload(*in.Payload)
-	}
-	if r.err != nil {
-		return r.err
 	}
 	*e = out
 	return nil
 }
 
-// reader turns the pointer mirror into contract types, keeping the first
-// problem met.
-type reader struct {
-	err error
-}
-
 // errMissing marks a required field that is absent or null.
 var errMissing = errors.New("required field is missing or null")
 
-func (r *reader) present(field string, ok bool) bool {
-	if !ok && r.err == nil {
-		r.err = fmt.Errorf("contract: %s: %w", field, errMissing)
+// decodeObject decodes the JSON object data into the struct v, field by
+// field by their json names, so that the contract's types are the only list
+// of what an event holds: a field that is absent or null is errMissing (to
+// make one optional, give it omitempty). Errors name the field's JSON path.
+func decodeObject(data []byte, v reflect.Value, path string) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return fmt.Errorf("contract: %s: %w", cmp.Or(path, "event"), err)
 	}
-	return ok
+	t := v.Type()
+	for i := range t.NumField() {
+		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		field := name
+		if path != "" {
+			field = path + "." + name
+		}
+		raw, ok := fields[name]
+		if !ok || string(raw) == "null" {
+			if strings.Contains(opts, "omitempty") {
+				continue
+			}
+			return fmt.Errorf("contract: %s: %w", field, errMissing)
+		}
+		if err := decodeValue(raw, v.Field(i), field); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func req[T any](r *reader, field string, v *T) T {
-	if !r.present(field, v != nil) {
-		var zero T
-		return zero
-	}
-	return *v
-}
-
-func (r *reader) fail(field, want string, err error) {
-	if r.err == nil {
-		r.err = fmt.Errorf("contract: %s: want %s: %w", field, want, err)
-	}
-}
-
-func (r *reader) uuid(field string, s *string) uuid.UUID {
-	if !r.present(field, s != nil) {
-		return uuid.Nil
-	}
-	id, err := uuid.Parse(*s)
-	if err != nil {
-		r.fail(field, "a UUID", err)
-		return uuid.Nil
-	}
-	return id
-}
-
-func (r *reader) time(field string, s *string) time.Time {
-	if !r.present(field, s != nil) {
-		return time.Time{}
-	}
-	t, err := time.Parse(time.RFC3339Nano, *s)
-	if err != nil {
-		r.fail(field, "an RFC 3339 time", err)
-		return time.Time{}
-	}
-	return t.UTC()
-}
-
-func (r *reader) payload(in purchaseChangedIn) PurchaseChanged {
-	p := PurchaseChanged{
-		PurchaseID:    r.uuid("payload.purchaseId", in.PurchaseID),
-		TenantID:      r.uuid("payload.tenantId", in.TenantID),
-		PackageID:     r.uuid("payload.packageId", in.PackageID),
-		PackageCode:   req(r, "payload.packageCode", in.PackageCode),
-		PackageKind:   PackageKind(req(r, "payload.packageKind", in.PackageKind)),
-		Status:        Status(req(r, "payload.status", in.Status)),
-		PaymentStatus: PaymentStatus(req(r, "payload.paymentStatus", in.PaymentStatus)),
-		BoostWeight:   req(r, "payload.boostWeight", in.BoostWeight),
-		StartsAt:      r.time("payload.startsAt", in.StartsAt),
-		EndsAt:        r.time("payload.endsAt", in.EndsAt),
-		Version:       req(r, "payload.version", in.Version),
-	}
-	if r.present("payload.targets", in.Targets != nil) {
-		p.Targets = make([]Target, len(*in.Targets))
-		for i, t := range *in.Targets {
-			field := fmt.Sprintf("payload.targets[%d]", i)
-			p.Targets[i] = Target{
-				TargetKind: TargetKind(req(r, field+".targetKind", t.TargetKind)),
-				TargetID:   r.uuid(field+".targetId", t.TargetID),
+// decodeValue decodes one field: a struct of the contract or a slice of them
+// through decodeObject, anything else (a scalar, or a type that decodes
+// itself: UUID, time, Amount) through encoding/json. Times are kept in UTC.
+func decodeValue(raw json.RawMessage, v reflect.Value, path string) error {
+	ptr := v.Addr().Interface()
+	_, self := ptr.(json.Unmarshaler)
+	_, text := ptr.(encoding.TextUnmarshaler)
+	switch {
+	case v.Kind() == reflect.Struct && !self && !text:
+		return decodeObject(raw, v, path)
+	case v.Kind() == reflect.Slice:
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return fmt.Errorf("contract: %s: %w", path, err)
+		}
+		v.Set(reflect.MakeSlice(v.Type(), len(items), len(items)))
+		for i, item := range items {
+			if err := decodeValue(item, v.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
 			}
 		}
+		return nil
 	}
-	if r.present("payload.price", in.Price != nil) {
-		pr := *in.Price
-		p.Price = Price{
-			Amount:     req(r, "payload.price.amount", pr.Amount),
-			CurrencyID: req(r, "payload.price.currencyId", pr.CurrencyID),
-		}
-		if r.present("payload.price.currency", pr.Currency != nil) {
-			c := *pr.Currency
-			p.Price.Currency = Currency{
-				IsoCode: req(r, "payload.price.currency.isoCode", c.IsoCode),
-				Name:    req(r, "payload.price.currency.name", c.Name),
-				Sign:    req(r, "payload.price.currency.sign", c.Sign),
-			}
-		}
+	if err := json.Unmarshal(raw, ptr); err != nil {
+		return fmt.Errorf("contract: %s: %w", path, err)
 	}
-	return p
+	if t, ok := ptr.(*time.Time); ok {
+		*t = t.UTC()
+	}
+	return nil
 }

@@ -18,3 +18,17 @@ func BenchmarkMarshal(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecode is the consumer's cost of reading one event.
+func BenchmarkDecode(b *testing.B) {
+	data, err := contract.Marshal(goldenCases(b)[1].envelope)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := contract.Decode(data, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
