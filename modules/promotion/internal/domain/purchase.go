@@ -26,25 +26,11 @@ const MaxCancelReasonLen = 500
 // boost weight and price are snapshots taken at purchase time (INV-2).
 // Every transition raises Version by one; Expired and Cancelled are
 // terminal (INV-6).
+//
+// Its fields are those of PurchaseFromDatabase, kept unexported: only the
+// methods below change them, and a repository sees them through the getters.
 type Purchase struct {
-	id              uuid.UUID
-	tenantID        uuid.UUID
-	packageID       uuid.UUID
-	packageCode     string
-	packageKind     PackageKind
-	boostWeight     int
-	price           Price
-	targets         []Target
-	status          Status
-	paymentStatus   PaymentStatus
-	startsAt        time.Time
-	endsAt          time.Time
-	cancelReason    string
-	createdByUserID uuid.UUID
-	updatedByUserID uuid.UUID
-	createdAt       time.Time
-	updatedAt       time.Time
-	version         int64
+	s PurchaseFromDatabase
 }
 
 // NewPurchaseParams is what a new purchase is made of.
@@ -95,22 +81,22 @@ func NewPurchase(p NewPurchaseParams) (*Purchase, error) {
 	}
 
 	now := normalizeTime(p.Now)
-	purchase := &Purchase{
-		id:              p.ID,
-		tenantID:        p.TenantID,
-		packageID:       p.Package.ID(),
-		packageCode:     p.Package.Code(),
-		packageKind:     p.Package.Kind(),
-		boostWeight:     p.Package.BoostWeight(),
-		price:           p.Package.Price(),
-		targets:         targets,
-		status:          StatusPending,
-		paymentStatus:   PaymentNotRequired,
-		createdByUserID: p.CreatedBy,
-		createdAt:       now,
-		updatedAt:       now,
-		version:         0, // the Pending state is never stored; activation makes it 1
-	}
+	purchase := &Purchase{s: PurchaseFromDatabase{
+		ID:              p.ID,
+		TenantID:        p.TenantID,
+		PackageID:       p.Package.ID(),
+		PackageCode:     p.Package.Code(),
+		PackageKind:     p.Package.Kind(),
+		BoostWeight:     p.Package.BoostWeight(),
+		Price:           p.Package.Price(),
+		Targets:         targets,
+		Status:          StatusPending,
+		PaymentStatus:   PaymentNotRequired,
+		CreatedByUserID: p.CreatedBy,
+		CreatedAt:       now,
+		UpdatedAt:       now,
+		Version:         0, // the Pending state is never stored; activation makes it 1
+	}}
 	purchase.activate(now, p.Package.Duration())
 	return purchase, nil
 }
@@ -153,9 +139,9 @@ func validateTargets(refs []TargetRef, admitted TargetKind, checkAdmission bool,
 // activate is Pending -> Active. In no-payment mode it runs only inside
 // NewPurchase; a payment flow would call it when the payment is confirmed.
 func (p *Purchase) activate(now time.Time, duration time.Duration) {
-	p.status = StatusActive
-	p.startsAt = now
-	p.endsAt = now.Add(duration)
+	p.s.Status = StatusActive
+	p.s.StartsAt = now
+	p.s.EndsAt = now.Add(duration)
 	p.touch(now)
 }
 
@@ -177,13 +163,13 @@ func (p *Purchase) Cancel(reason string, by uuid.UUID, at time.Time) error {
 	if err := errs.err("invalid cancellation"); err != nil {
 		return err
 	}
-	if p.status.IsTerminal() {
+	if p.s.Status.IsTerminal() {
 		return transitionConflict("purchase-terminal", ErrPurchaseTerminal,
-			"purchase %s is already %s", p.id, p.status)
+			"purchase %s is already %s", p.s.ID, p.s.Status)
 	}
-	p.status = StatusCancelled
-	p.cancelReason = reason
-	p.updatedByUserID = by
+	p.s.Status = StatusCancelled
+	p.s.CancelReason = reason
+	p.s.UpdatedByUserID = by
 	p.touch(normalizeTime(at))
 	return nil
 }
@@ -193,36 +179,36 @@ func (p *Purchase) Cancel(reason string, by uuid.UUID, at time.Time) error {
 func (p *Purchase) Expire(asOf time.Time) error {
 	asOf = normalizeTime(asOf)
 	switch {
-	case p.status.IsTerminal():
+	case p.s.Status.IsTerminal():
 		return transitionConflict("purchase-terminal", ErrPurchaseTerminal,
-			"purchase %s is already %s", p.id, p.status)
-	case p.status != StatusActive:
+			"purchase %s is already %s", p.s.ID, p.s.Status)
+	case p.s.Status != StatusActive:
 		return transitionConflict("purchase-transition-not-allowed", ErrTransitionNotAllowed,
-			"purchase %s is %s; only an Active purchase expires", p.id, p.status)
-	case p.endsAt.After(asOf):
+			"purchase %s is %s; only an Active purchase expires", p.s.ID, p.s.Status)
+	case p.s.EndsAt.After(asOf):
 		return transitionConflict("purchase-not-due", ErrPurchaseNotDue,
-			"purchase %s ends at %s, after %s", p.id, p.endsAt.Format(time.RFC3339Nano), asOf.Format(time.RFC3339Nano))
+			"purchase %s ends at %s, after %s", p.s.ID, p.s.EndsAt.Format(time.RFC3339Nano), asOf.Format(time.RFC3339Nano))
 	}
-	p.status = StatusExpired
-	p.updatedByUserID = uuid.Nil
+	p.s.Status = StatusExpired
+	p.s.UpdatedByUserID = uuid.Nil
 	p.touch(asOf)
 	return nil
 }
 
 // touch records a transition: one more version, and when it happened.
 func (p *Purchase) touch(at time.Time) {
-	p.version++
-	p.updatedAt = at
+	p.s.Version++
+	p.s.UpdatedAt = at
 }
 
 // IsVisibleTo reports whether a caller may see the purchase: an admin sees
 // every purchase, anyone else only the purchases of their own tenant.
 func (p *Purchase) IsVisibleTo(tenantID uuid.UUID, isAdmin bool) bool {
-	return isAdmin || (tenantID != uuid.Nil && tenantID == p.tenantID)
+	return isAdmin || (tenantID != uuid.Nil && tenantID == p.s.TenantID)
 }
 
 // PurchaseFromDatabase is a stored purchase, field by field, as a
-// repository reads it.
+// repository reads it; it is also the aggregate's state.
 type PurchaseFromDatabase struct {
 	ID              uuid.UUID
 	TenantID        uuid.UUID
@@ -263,14 +249,10 @@ func UnmarshalPurchaseFromDatabase(r PurchaseFromDatabase) (*Purchase, error) {
 			return nil, fmt.Errorf("purchase %s: unknown target kind %q", r.ID, t.kind)
 		}
 	}
-	return &Purchase{
-		id: r.ID, tenantID: r.TenantID, packageID: r.PackageID,
-		packageCode: r.PackageCode, packageKind: r.PackageKind, boostWeight: r.BoostWeight, price: r.Price,
-		targets: append([]Target(nil), r.Targets...), status: r.Status, paymentStatus: r.PaymentStatus,
-		startsAt: r.StartsAt.UTC(), endsAt: r.EndsAt.UTC(), cancelReason: r.CancelReason,
-		createdByUserID: r.CreatedByUserID, updatedByUserID: r.UpdatedByUserID,
-		createdAt: r.CreatedAt.UTC(), updatedAt: r.UpdatedAt.UTC(), version: r.Version,
-	}, nil
+	r.Targets = append([]Target(nil), r.Targets...)
+	r.StartsAt, r.EndsAt = r.StartsAt.UTC(), r.EndsAt.UTC()
+	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	return &Purchase{s: r}, nil
 }
 
 // UnmarshalTargetFromDatabase rebuilds a stored target without validation;
@@ -280,57 +262,57 @@ func UnmarshalTargetFromDatabase(kind TargetKind, id uuid.UUID) Target {
 }
 
 // ID returns the purchase's id (the event's AggregateId and Kafka key).
-func (p *Purchase) ID() uuid.UUID { return p.id }
+func (p *Purchase) ID() uuid.UUID { return p.s.ID }
 
 // TenantID returns the buying company.
-func (p *Purchase) TenantID() uuid.UUID { return p.tenantID }
+func (p *Purchase) TenantID() uuid.UUID { return p.s.TenantID }
 
 // PackageID returns the package bought.
-func (p *Purchase) PackageID() uuid.UUID { return p.packageID }
+func (p *Purchase) PackageID() uuid.UUID { return p.s.PackageID }
 
 // PackageCode returns the package's code at purchase time.
-func (p *Purchase) PackageCode() string { return p.packageCode }
+func (p *Purchase) PackageCode() string { return p.s.PackageCode }
 
 // PackageKind returns the package's kind at purchase time.
-func (p *Purchase) PackageKind() PackageKind { return p.packageKind }
+func (p *Purchase) PackageKind() PackageKind { return p.s.PackageKind }
 
 // BoostWeight returns the package's boost weight at purchase time.
-func (p *Purchase) BoostWeight() int { return p.boostWeight }
+func (p *Purchase) BoostWeight() int { return p.s.BoostWeight }
 
 // Price returns the package's price at purchase time.
-func (p *Purchase) Price() Price { return p.price }
+func (p *Purchase) Price() Price { return p.s.Price }
 
 // Targets returns a copy of the targets, in the order the buyer gave them.
-func (p *Purchase) Targets() []Target { return append([]Target(nil), p.targets...) }
+func (p *Purchase) Targets() []Target { return append([]Target(nil), p.s.Targets...) }
 
 // Status returns the lifecycle status.
-func (p *Purchase) Status() Status { return p.status }
+func (p *Purchase) Status() Status { return p.s.Status }
 
 // PaymentStatus returns where the payment stands.
-func (p *Purchase) PaymentStatus() PaymentStatus { return p.paymentStatus }
+func (p *Purchase) PaymentStatus() PaymentStatus { return p.s.PaymentStatus }
 
 // StartsAt returns when the promotion started (the activation).
-func (p *Purchase) StartsAt() time.Time { return p.startsAt }
+func (p *Purchase) StartsAt() time.Time { return p.s.StartsAt }
 
 // EndsAt returns when the promotion ends.
-func (p *Purchase) EndsAt() time.Time { return p.endsAt }
+func (p *Purchase) EndsAt() time.Time { return p.s.EndsAt }
 
 // CancelReason returns why the purchase was cancelled, or "".
-func (p *Purchase) CancelReason() string { return p.cancelReason }
+func (p *Purchase) CancelReason() string { return p.s.CancelReason }
 
 // CreatedByUserID returns the user who bought.
-func (p *Purchase) CreatedByUserID() uuid.UUID { return p.createdByUserID }
+func (p *Purchase) CreatedByUserID() uuid.UUID { return p.s.CreatedByUserID }
 
 // UpdatedByUserID returns the user of the last change, or uuid.Nil when no
 // user made it (creation, or expiry by the System actor).
-func (p *Purchase) UpdatedByUserID() uuid.UUID { return p.updatedByUserID }
+func (p *Purchase) UpdatedByUserID() uuid.UUID { return p.s.UpdatedByUserID }
 
 // CreatedAt returns when the purchase was made.
-func (p *Purchase) CreatedAt() time.Time { return p.createdAt }
+func (p *Purchase) CreatedAt() time.Time { return p.s.CreatedAt }
 
 // UpdatedAt returns when the purchase last changed.
-func (p *Purchase) UpdatedAt() time.Time { return p.updatedAt }
+func (p *Purchase) UpdatedAt() time.Time { return p.s.UpdatedAt }
 
 // Version returns the domain version: 1 after activation, one more per
 // transition. Consumers use it as their ordering guard.
-func (p *Purchase) Version() int64 { return p.version }
+func (p *Purchase) Version() int64 { return p.s.Version }
