@@ -310,7 +310,9 @@ const (
 func purchasePath(id string) string { return purchasesPath + "/" + id }
 func cancelPath(id string) string   { return purchasesPath + "/" + id + "/cancel" }
 
-// Response shapes, decoded loosely enough to compare.
+// Response shapes, decoded loosely enough to compare. They are the tests'
+// own reading of the wire, not the server's DTOs: a field the server renames
+// must fail here (and in the OpenAPI check of every response).
 type packageJSON struct {
 	ID           string    `json:"id"`
 	Code         string    `json:"code"`

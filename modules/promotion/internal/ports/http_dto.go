@@ -11,7 +11,9 @@ import (
 )
 
 // The JSON shapes of the HTTP API (docs/api/openapi.yaml). They are separate
-// from the domain types so that the wire format changes only on purpose.
+// from the domain types and from the event's so that the API changes only on
+// purpose; every API test validates each response against the document
+// (additionalProperties: false), which catches a DTO that drifts from it.
 
 // money is an amount on the wire: a JSON number with two decimals (1500.00),
 // read and written as decimal text so it never passes through float64.
