@@ -32,7 +32,7 @@ type RelayConfig struct {
 	// has its own outbox table (TableName) created by a migration. Required.
 	Topics []string
 	// PollInterval is how long the active relay pauses after finding the
-	// outbox empty (default 50ms); after a non-empty batch it looks again at
+	// outbox empty (default DefaultPollInterval); after a non-empty batch it looks again at
 	// once, and for the next ten empty reads it pauses a tenth of it. It
 	// bounds the commit-to-Kafka latency of the first event after a quiet
 	// spell.
@@ -62,9 +62,13 @@ type RelayConfig struct {
 	Sarama *sarama.Config
 }
 
+// DefaultPollInterval is RelayConfig.PollInterval when not set, and
+// PIN_OUTBOX_POLL_INTERVAL's default.
+const DefaultPollInterval = 50 * time.Millisecond
+
 func (c *RelayConfig) setDefaults() {
 	if c.PollInterval <= 0 {
-		c.PollInterval = 50 * time.Millisecond
+		c.PollInterval = DefaultPollInterval
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 200
