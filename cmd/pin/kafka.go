@@ -7,13 +7,19 @@ import (
 	"io"
 	"time"
 
-	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/kafka"
 )
 
 // moduleTopics are the topics the modules publish to, as they must exist.
-var moduleTopics = []kafka.Topic{{Name: contract.Topic, Partitions: kafka.TopicPartitions}}
+func moduleTopics(names []string) []kafka.Topic {
+	topics := make([]kafka.Topic, len(names))
+	for i, name := range names {
+		topics[i] = kafka.Topic{Name: name, Partitions: kafka.TopicPartitions}
+	}
+	return topics
+}
 
 // kafkaSecurity carries the validated PIN_KAFKA_SASL_* and PIN_KAFKA_TLS*
 // settings to the Kafka clients.
@@ -56,7 +62,7 @@ func kafkaCommand(_ context.Context, args, environ []string, stdout io.Writer) e
 	if err != nil {
 		return err
 	}
-	results, err := kafka.CreateTopics(cfg.KafkaBrokers, kafkaSecurity(cfg), moduleTopics, kafka.CreateOptions{
+	results, err := kafka.CreateTopics(cfg.KafkaBrokers, kafkaSecurity(cfg), moduleTopics(promotion.Topics()), kafka.CreateOptions{
 		ReplicationFactor: int16(*replication),
 		Retention:         *retention,
 	})

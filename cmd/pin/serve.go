@@ -159,13 +159,13 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 			return err
 		}
 		if len(cfg.KafkaBrokers) == 0 {
-			stopBroker, err := startDevBroker(cfg.DevKafkaAddr, contract.Topic)
+			stopBroker, err := startDevBroker(cfg.DevKafkaAddr, promotion.Topics()...)
 			if err != nil {
 				return fmt.Errorf("dev: embedded Kafka-protocol broker on %s (PIN_DEV_KAFKA_ADDR): %w", cfg.DevKafkaAddr, err)
 			}
 			defer stopBroker()
 			cfg.KafkaBrokers = []string{cfg.DevKafkaAddr}
-			p.logger.Info("embedded Kafka-protocol broker started", "addr", cfg.DevKafkaAddr, "topic", contract.Topic)
+			p.logger.Info("embedded Kafka-protocol broker started", "addr", cfg.DevKafkaAddr, "topics", promotion.Topics())
 		}
 	}
 
@@ -204,7 +204,7 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 	if err := addOutboxRunners(h, sqlDB, cfg, sec, p); err != nil {
 		return err
 	}
-	topicCheck, err := kafka.NewTopicCheck(cfg.KafkaBrokers, sec, moduleTopics, cfg.KafkaTopicCheckInterval, p.logger, p.reg)
+	topicCheck, err := kafka.NewTopicCheck(cfg.KafkaBrokers, sec, moduleTopics(h.OutboxTopics()), cfg.KafkaTopicCheckInterval, p.logger, p.reg)
 	if err != nil {
 		return err
 	}

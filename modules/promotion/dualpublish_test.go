@@ -18,6 +18,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -141,7 +142,7 @@ func TestDualPublishWritesEveryTransitionToBothTopics(t *testing.T) {
 	tenant := uuid.New()
 	refused := b.buy(t, b.tenantToken(t, tenant), pkg.ID, 1)
 	b.exec(t, fmt.Sprintf(`ALTER TABLE %s ADD CONSTRAINT refuse_one_purchase
-		CHECK (metadata->>'%s' IS DISTINCT FROM '%s') NOT VALID`, outbox.TableName(v2Topic), outbox.MetaPartitionKey, refused.ID))
+		CHECK (metadata->>'%s' IS DISTINCT FROM '%s') NOT VALID`, outbox.TableName(v2Topic), kafka.MetaPartitionKey, refused.ID))
 	res := b.do(t, request{method: http.MethodPost, path: cancelPath(refused.ID), token: b.tenantToken(t, tenant), body: map[string]any{"reason": "moved"}})
 	require.Equal(t, http.StatusInternalServerError, res.status, string(res.body))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM promotion.promotion_purchases WHERE id = $1 AND status = 'Active' AND version = 1`, refused.ID))

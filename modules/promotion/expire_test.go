@@ -18,6 +18,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
@@ -175,7 +176,7 @@ func TestExpireOnceConcurrently(t *testing.T) {
 	require.Equal(t, 300, expired)
 	// Each outbox row's metadata carries the Kafka key, the purchase id.
 	require.NoError(t, db.SQL.QueryRow(fmt.Sprintf(`SELECT count(*), count(DISTINCT metadata->>'%s') FROM %s`,
-		outbox.MetaPartitionKey, outbox.TableName(contract.Topic))).Scan(&events, &purchases))
+		kafka.MetaPartitionKey, outbox.TableName(contract.Topic))).Scan(&events, &purchases))
 	require.Equal(t, 300, events, "one event per purchase")
 	require.Equal(t, 300, purchases)
 }

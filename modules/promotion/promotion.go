@@ -72,14 +72,12 @@ const Name = "promotion"
 
 // Module is the promotion module, ready to be registered with the host.
 type Module struct {
-	deps      Deps
-	events    adapters.Publications // the topics of the purchase-changed event
-	app       app.Application
-	purchases *adapters.PurchaseRepository
-	packages  *adapters.PackageRepository
-	http      *ports.HTTPServer
-	runners   []host.Runner
-	expire    *expireJob // the expiry job (expire.go): its runner and ExpireOnce
+	deps    Deps
+	events  adapters.Publications // the topics of the purchase-changed event
+	app     app.Application
+	http    *ports.HTTPServer
+	runners []host.Runner
+	expire  *expireJob // the expiry job (expire.go): its runner and ExpireOnce
 }
 
 var (
@@ -134,12 +132,10 @@ func newModule(d Deps, events adapters.Publications) (*Module, error) {
 		return nil, fmt.Errorf("promotion: %w", err)
 	}
 	m := &Module{
-		deps:      d,
-		events:    events,
-		app:       application,
-		purchases: purchases,
-		packages:  packages,
-		http:      ports.NewHTTPServer(application, d.Auth),
+		deps:   d,
+		events: events,
+		app:    application,
+		http:   ports.NewHTTPServer(application, d.Auth),
 	}
 	expire, err := newExpireJob(d, events)
 	if err != nil {
@@ -170,6 +166,11 @@ func (m *Module) RegisterRoutes(e *echo.Echo) {
 // OutboxTopics implements host.EventSource: the topics of the module's
 // publications, contract.Topic alone (its outbox table: migration 00003).
 func (m *Module) OutboxTopics() []string { return m.events.Topics() }
+
+// Topics are the Kafka topics the module publishes to, as a Module's
+// OutboxTopics declares them, for commands that build no module
+// (`pin kafka create-topics`).
+func Topics() []string { return publications().Topics() }
 
 // Runners returns the module's background runners.
 func (m *Module) Runners() []host.Runner { return append([]host.Runner(nil), m.runners...) }

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/kafka"
 )
 
 func TestPurchaseActivatesAndPublishesOneEvent(t *testing.T) {
@@ -69,10 +69,10 @@ func TestPurchaseActivatesAndPublishesOneEvent(t *testing.T) {
 	require.Len(t, env.Payload.Targets, 2)
 	require.Equal(t, targets[0], env.Payload.Targets[0].TargetID)
 
-	require.Equal(t, p.ID, ev.Metadata[outbox.MetaPartitionKey])
-	require.Equal(t, contract.EventType, ev.Metadata[outbox.MetaEventType])
-	require.Equal(t, "1", ev.Metadata[outbox.MetaContractVersion])
-	require.Equal(t, "req-purchase-1", ev.Metadata[outbox.MetaCorrelationID])
+	require.Equal(t, p.ID, ev.Metadata[kafka.MetaPartitionKey])
+	require.Equal(t, contract.EventType, ev.Metadata[kafka.MetaEventType])
+	require.Equal(t, "1", ev.Metadata[kafka.MetaContractVersion])
+	require.Equal(t, "req-purchase-1", ev.Metadata[kafka.MetaCorrelationID])
 	for _, secret := range []string{"createdByUserId", "updatedByUserId", "cancelReason", "CreatedBy"} {
 		require.NotContains(t, string(ev.Raw), secret)
 	}

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pinmarket/pin/platform/kafka"
 )
 
 // deadLetter is an outbox row the relay gives up on, with the last error.
@@ -36,7 +38,7 @@ func insertDeadLetter(ctx context.Context, tx *sql.Tx, topic string, d deadLette
 // the publication that stored it (its traceparent metadata).
 func startForwardSpan(msg *message.Message, tracer trace.Tracer, topic string) trace.Span {
 	ctx := propagation.TraceContext{}.Extract(msg.Context(),
-		propagation.MapCarrier{MetaTraceparent: msg.Metadata.Get(MetaTraceparent)})
+		propagation.MapCarrier{kafka.MetaTraceparent: msg.Metadata.Get(kafka.MetaTraceparent)})
 	_, span := tracer.Start(ctx, "outbox forward "+topic,
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
@@ -50,9 +51,9 @@ func testLogger() *slog.Logger {
 // event builds an outbox message for key with sequence number seq.
 func event(key string, seq int) *message.Message {
 	msg := message.NewMessage(uuid.NewString(), []byte(fmt.Sprintf(`{"key":%q,"seq":%d}`, key, seq)))
-	msg.Metadata.Set(outbox.MetaPartitionKey, key)
-	msg.Metadata.Set(outbox.MetaEventType, "pin.promotion.purchase-changed")
-	msg.Metadata.Set(outbox.MetaContractVersion, "1")
+	msg.Metadata.Set(kafka.MetaPartitionKey, key)
+	msg.Metadata.Set(kafka.MetaEventType, "pin.promotion.purchase-changed")
+	msg.Metadata.Set(kafka.MetaContractVersion, "1")
 	return msg
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -28,7 +29,7 @@ func TestKcatReadsTheForwardedRecord(t *testing.T) {
 
 	purchaseID := uuid.NewString()
 	msg := event(purchaseID, 1)
-	msg.Metadata.Set(outbox.MetaCorrelationID, "req-kcat")
+	msg.Metadata.Set(kafka.MetaCorrelationID, "req-kcat")
 	b.publish(t, msg)
 	newConsumer(t, brokers).until(t, 1)
 

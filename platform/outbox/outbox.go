@@ -21,18 +21,6 @@ import (
 	"strings"
 
 	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
-
-	"github.com/pinmarket/pin/platform/kafka"
-)
-
-// Metadata keys on outbox messages; the Kafka marshaler turns them into the
-// record's key and headers (the message id header is the message UUID).
-const (
-	MetaPartitionKey    = kafka.MetaPartitionKey
-	MetaEventType       = kafka.MetaEventType
-	MetaContractVersion = kafka.MetaContractVersion
-	MetaCorrelationID   = kafka.MetaCorrelationID
-	MetaTraceparent     = kafka.MetaTraceparent
 )
 
 // Schema is the PostgreSQL schema of the outbox tables.

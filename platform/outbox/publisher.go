@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/postgres"
 )
@@ -48,10 +49,10 @@ func NewPublisher(logger *slog.Logger, tp trace.TracerProvider) (*Publisher, err
 // Publish inserts msgs into the outbox table of kafkaTopic inside tx.
 //
 // Every message needs a UUID (the event's messageId) and the
-// MetaPartitionKey, MetaEventType and MetaContractVersion metadata; a
+// kafka.MetaPartitionKey, kafka.MetaEventType and kafka.MetaContractVersion metadata; a
 // message without them is refused here rather than dead-lettered later.
 // Publish sets the message context to ctx, injects the W3C traceparent of a
-// span it starts for the publication, and fills MetaCorrelationID from ctx
+// span it starts for the publication, and fills kafka.MetaCorrelationID from ctx
 // (observability.CorrelationID) when the caller has not, falling back to the
 // message UUID so that the header is never empty. The payload must be JSON
 // (the column's type).
@@ -86,7 +87,7 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)
-	traceparent := carrier.Get(MetaTraceparent)
+	traceparent := carrier.Get(kafka.MetaTraceparent)
 	correlationID := observability.CorrelationID(ctx)
 
 	for _, msg := range msgs {
@@ -94,14 +95,14 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 			return p.fail(span, kafkaTopic, err)
 		}
 		if traceparent != "" {
-			msg.Metadata.Set(MetaTraceparent, traceparent)
+			msg.Metadata.Set(kafka.MetaTraceparent, traceparent)
 		}
-		if msg.Metadata.Get(MetaCorrelationID) == "" {
+		if msg.Metadata.Get(kafka.MetaCorrelationID) == "" {
 			id := correlationID
 			if id == "" {
 				id = msg.UUID
 			}
-			msg.Metadata.Set(MetaCorrelationID, id)
+			msg.Metadata.Set(kafka.MetaCorrelationID, id)
 		}
 		msg.SetContext(ctx)
 	}
@@ -140,7 +141,7 @@ func checkMessage(msg *message.Message) error {
 	if !json.Valid(msg.Payload) {
 		return fmt.Errorf("message %s: payload is not JSON", msg.UUID)
 	}
-	for _, key := range []string{MetaPartitionKey, MetaEventType, MetaContractVersion} {
+	for _, key := range []string{kafka.MetaPartitionKey, kafka.MetaEventType, kafka.MetaContractVersion} {
 		if msg.Metadata.Get(key) == "" {
 			return fmt.Errorf("message %s: metadata %s is required", msg.UUID, key)
 		}

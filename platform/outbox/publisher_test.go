@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
@@ -43,9 +44,9 @@ func TestPublishCommitsWithTheTransaction(t *testing.T) {
 	require.False(t, acked)
 	var meta map[string]string
 	require.NoError(t, json.Unmarshal(metadata, &meta))
-	require.Equal(t, "purchase-1", meta[outbox.MetaPartitionKey])
-	require.Equal(t, msg.UUID, meta[outbox.MetaCorrelationID], "no request or run id: the message id")
-	require.NotContains(t, meta, outbox.MetaTraceparent, "no active trace")
+	require.Equal(t, "purchase-1", meta[kafka.MetaPartitionKey])
+	require.Equal(t, msg.UUID, meta[kafka.MetaCorrelationID], "no request or run id: the message id")
+	require.NotContains(t, meta, kafka.MetaTraceparent, "no active trace")
 }
 
 func TestPublishRollsBackWithTheTransaction(t *testing.T) {
@@ -65,7 +66,7 @@ func TestPublishRefusesIncompleteMessages(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 
-	for _, key := range []string{outbox.MetaPartitionKey, outbox.MetaEventType, outbox.MetaContractVersion} {
+	for _, key := range []string{kafka.MetaPartitionKey, kafka.MetaEventType, kafka.MetaContractVersion} {
 		msg := event("purchase-1", 1)
 		msg.Metadata.Set(key, "")
 		err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
@@ -96,10 +97,10 @@ func TestPublishCarriesTraceAndCorrelation(t *testing.T) {
 		return pub.Publish(ctx, tx, topic, msg)
 	}))
 
-	require.Equal(t, "req-42", msg.Metadata.Get(outbox.MetaCorrelationID))
+	require.Equal(t, "req-42", msg.Metadata.Get(kafka.MetaCorrelationID))
 	require.Equal(t, span.SpanContext().TraceID(), spanContextOf(msg.Context()).TraceID(), "SetContext(ctx)")
 	carried := propagation.TraceContext{}.Extract(context.Background(),
-		propagation.MapCarrier{"traceparent": msg.Metadata.Get(outbox.MetaTraceparent)})
+		propagation.MapCarrier{"traceparent": msg.Metadata.Get(kafka.MetaTraceparent)})
 	sc := spanContextOf(carried)
 	require.True(t, sc.IsValid())
 	require.Equal(t, span.SpanContext().TraceID(), sc.TraceID(), "the publication is part of the caller's trace")

@@ -410,7 +410,7 @@ func waves(rows []outboxRow) [][]outboxRow {
 	var out [][]outboxRow
 	nth := map[string]int{}
 	for _, row := range rows {
-		key := row.msg.Metadata.Get(MetaPartitionKey)
+		key := row.msg.Metadata.Get(kafka.MetaPartitionKey)
 		i := nth[key]
 		nth[key]++
 		if i == len(out) {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
@@ -33,7 +34,7 @@ func TestRelayEndToEnd(t *testing.T) {
 
 	purchaseID := uuid.NewString()
 	msg := event(purchaseID, 1)
-	msg.Metadata.Set(outbox.MetaCorrelationID, "run-7")
+	msg.Metadata.Set(kafka.MetaCorrelationID, "run-7")
 	msg.Metadata.Set("internal_note", "stays in the outbox")
 	ctx, span := tp.Tracer("test").Start(b.ctx, "expire cycle")
 	require.NoError(t, postgres.InTx(ctx, b.db.Gorm, func(tx postgres.Tx) error {
@@ -51,7 +52,7 @@ func TestRelayEndToEnd(t *testing.T) {
 		"event_type":       "pin.promotion.purchase-changed",
 		"contract_version": "1",
 		"correlation_id":   "run-7",
-		"traceparent":      msg.Metadata.Get(outbox.MetaTraceparent),
+		"traceparent":      msg.Metadata.Get(kafka.MetaTraceparent),
 	}, headers(rec))
 	require.Len(t, rec.Headers, 5, "no other headers")
 	require.Contains(t, headers(rec)["traceparent"], span.SpanContext().TraceID().String())
@@ -171,7 +172,7 @@ func TestPoisonMessageIsDeadLetteredAndTheNextOneFlows(t *testing.T) {
 	// A message without a partition key gets past no Publisher; write it as
 	// an older release or a manual insert could have.
 	poison := event("purchase-1", 2)
-	poison.Metadata.Set(outbox.MetaPartitionKey, "")
+	poison.Metadata.Set(kafka.MetaPartitionKey, "")
 	insertRaw(t, b, poison.UUID, string(poison.Payload), `{"partition_key":""}`)
 	// And a row whose metadata is no message metadata at all.
 	badMeta := uuid.NewString()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -32,7 +33,7 @@ func TestRunbookReplaysADeadLetter(t *testing.T) {
 	const purchaseID = "01a22af3-4279-7bd5-b202-7b2215989db8"
 	original := event(purchaseID, 1)
 	original.Payload = []byte(`{"messageId":"` + original.UUID + `","aggregateId":"` + purchaseID + `"}`)
-	original.Metadata.Set(outbox.MetaCorrelationID, "req-replay")
+	original.Metadata.Set(kafka.MetaCorrelationID, "req-replay")
 	b.publish(t, original)
 	c := newConsumer(t, brokers)
 	first := c.until(t, 1)[0]

@@ -11,31 +11,19 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/observability"
-	"github.com/pinmarket/pin/platform/outbox"
 )
 
-// PurchaseChangedMessage builds the outbox message of the purchase-changed
-// event for p's current state; occurredAt is the moment of the transition.
-//
-// The message's UUID is the event's messageId (a fresh UUIDv7), so the
-// outbox row, the Kafka message_id header and consumers see one id. Metadata carries what the Kafka
-// marshaler turns into the record key (partition_key = purchase id, which
-// keeps one purchase's events in order) and headers.
+// purchaseChangedV1Message builds the contract version 1 message of the
+// purchase-changed event for p's current state; occurredAt is the moment of
+// the transition. The message's UUID is the event's messageId, so the outbox
+// row, the Kafka message_id header and consumers see one id; the partition
+// key (the purchase id) keeps one purchase's events in order.
 //
 // It returns an error, never panics, when p cannot be expressed in the
 // contract: no targets, an unknown enum, a rule of contract.Validate. The
 // expiry job relies on that to set a poison purchase aside.
-func PurchaseChangedMessage(ctx context.Context, p *domain.Purchase, occurredAt time.Time) (*message.Message, error) {
-	msgs, err := Publications{PurchaseChangedV1()}.messages(ctx, p, occurredAt)
-	if err != nil {
-		return nil, err
-	}
-	return msgs[0], nil
-}
-
-// purchaseChangedV1Message is PurchaseChangedMessage with the messageId
-// given: the builder of the contract version 1 publication.
 func purchaseChangedV1Message(ctx context.Context, p *domain.Purchase, occurredAt time.Time, messageID uuid.UUID) (*message.Message, error) {
 	payload, err := toContractPurchaseChanged(p)
 	if err != nil {
@@ -46,11 +34,11 @@ func purchaseChangedV1Message(ctx context.Context, p *domain.Purchase, occurredA
 		return nil, fmt.Errorf("purchase-changed event of %s: %w", p.ID(), err)
 	}
 	msg := message.NewMessage(messageID.String(), data)
-	msg.Metadata.Set(outbox.MetaPartitionKey, p.ID().String())
-	msg.Metadata.Set(outbox.MetaEventType, contract.EventType)
-	msg.Metadata.Set(outbox.MetaContractVersion, strconv.Itoa(contract.ContractVersion))
+	msg.Metadata.Set(kafka.MetaPartitionKey, p.ID().String())
+	msg.Metadata.Set(kafka.MetaEventType, contract.EventType)
+	msg.Metadata.Set(kafka.MetaContractVersion, strconv.Itoa(contract.ContractVersion))
 	if id := observability.CorrelationID(ctx); id != "" {
-		msg.Metadata.Set(outbox.MetaCorrelationID, id)
+		msg.Metadata.Set(kafka.MetaCorrelationID, id)
 	}
 	return msg, nil
 }

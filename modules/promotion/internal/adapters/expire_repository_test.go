@@ -24,7 +24,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -121,8 +121,8 @@ func TestExpireDuePurchase(t *testing.T) {
 	require.EqualValues(t, 643, p.Price.CurrencyID)
 	require.Equal(t, contract.Currency{IsoCode: "RUB", Name: "Российский рубль", Sign: "₽"}, p.Price.Currency)
 	require.True(t, p.EndsAt.Before(res.AsOf))
-	require.Equal(t, id.String(), ev.Metadata[outbox.MetaPartitionKey])
-	require.Equal(t, res.RunID.String(), ev.Metadata[outbox.MetaCorrelationID], "correlation id = run id")
+	require.Equal(t, id.String(), ev.Metadata[kafka.MetaPartitionKey])
+	require.Equal(t, res.RunID.String(), ev.Metadata[kafka.MetaCorrelationID], "correlation id = run id")
 
 	// The log lines of the design document, each with the run id.
 	runID := res.RunID.String()

@@ -58,7 +58,7 @@ func getPackage(query *gorm.DB, id uuid.UUID) (*domain.Package, error) {
 	var row packageRow
 	err := query.Where("p.id = ?", id).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, domain.PackageNotFound(id)
+		return nil, domain.PackageNotFound(id.String())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get package %s: %w", id, err)

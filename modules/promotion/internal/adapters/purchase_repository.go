@@ -89,7 +89,7 @@ func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim
 		if err != nil {
 			return err
 		}
-		if err := r.Create(ctx, tx, p); err != nil {
+		if err := r.create(ctx, tx, p); err != nil {
 			return err
 		}
 		added = p
@@ -101,10 +101,10 @@ func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim
 	return added, nil
 }
 
-// Create inserts a new purchase with its targets and publishes its event,
-// inside the caller's transaction tx. The event's occurredAt is the
-// purchase's UpdatedAt: the moment of its activation.
-func (r *PurchaseRepository) Create(ctx context.Context, tx postgres.Tx, p *domain.Purchase) error {
+// create inserts a new purchase with its targets and publishes its event,
+// inside tx. The event's occurredAt is the purchase's UpdatedAt: the moment
+// of its activation.
+func (r *PurchaseRepository) create(ctx context.Context, tx postgres.Tx, p *domain.Purchase) error {
 	m, targets := toDBPurchase(p)
 	if err := tx.DB.Create(&m).Error; err != nil {
 		return fmt.Errorf("insert purchase %s: %w", p.ID(), err)
@@ -136,7 +136,7 @@ func (r *PurchaseRepository) Get(ctx context.Context, id uuid.UUID) (*domain.Pur
 	var m purchaseModel
 	err := db.Where("id = ?", id).Take(&m).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, domain.PurchaseNotFound(id)
+		return nil, domain.PurchaseNotFound(id.String())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get purchase %s: %w", id, err)
@@ -197,7 +197,7 @@ func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, u
 		err := tx.DB.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Where("id = ?", id).Take(&m).Error
 		switch {
 		case errors.Is(err, gorm.ErrRecordNotFound):
-			return domain.PurchaseNotFound(id)
+			return domain.PurchaseNotFound(id.String())
 		case isLockNotAvailable(err):
 			return &apperror.Error{Kind: apperror.KindConflict, Slug: "purchase-busy",
 				Detail: "The purchase is being changed by another operation; try again.", Err: err}
@@ -219,17 +219,16 @@ func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, u
 		if p.Version() == previous {
 			return nil // nothing happened, nothing to announce
 		}
-		return r.SaveTransition(ctx, tx, p, previous)
+		return r.saveTransition(ctx, tx, p, previous)
 	})
 }
 
-// SaveTransition writes a transition of p, which was loaded at
-// previousVersion, and publishes its event, inside the caller's transaction.
-// The UPDATE is guarded by the version: if the row moved on since it was
-// read, nothing is written and the error wraps ErrVersionConflict (an
-// apperror conflict). The event's occurredAt is p.UpdatedAt(), which every
-// transition sets to its own moment (for expiry, the cycle's AsOf).
-func (r *PurchaseRepository) SaveTransition(ctx context.Context, tx postgres.Tx, p *domain.Purchase, previousVersion int64) error {
+// saveTransition writes a transition of p, which was loaded at
+// previousVersion, and publishes its event, inside tx. The UPDATE is guarded
+// by the version: if the row moved on since it was read, nothing is written
+// and the error wraps ErrVersionConflict (an apperror conflict). The event's
+// occurredAt is p.UpdatedAt(), which every transition sets to its own moment.
+func (r *PurchaseRepository) saveTransition(ctx context.Context, tx postgres.Tx, p *domain.Purchase, previousVersion int64) error {
 	m, _ := toDBPurchase(p)
 	res := tx.DB.Model(&purchaseModel{}).
 		Where("id = ? AND version = ?", p.ID(), previousVersion).

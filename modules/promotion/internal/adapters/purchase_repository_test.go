@@ -17,8 +17,8 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/apperror"
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/observability"
-	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -77,25 +77,24 @@ func (b *repoBundle) waitForLockWait(tb testing.TB) {
 	b.db.WaitForLockWaiters(tb, 1)
 }
 
-// holdClaim claims key for tenant in a transaction (with a purchase, as Add
-// would) and keeps it open until release receives the outcome: nil
-// commits, an error rolls back.
+// holdClaim adds a purchase under key for tenant and holds Add's
+// transaction open, the key claimed, until release receives the outcome:
+// nil commits the purchase, an error rolls back.
 func (b *repoBundle) holdClaim(tb testing.TB, tenant uuid.UUID, key string) (release chan error, done chan error) {
 	tb.Helper()
 	release, done, claimed := make(chan error), make(chan error, 1), make(chan struct{})
 	first := b.newPurchase(tb)
 	go func() {
-		done <- postgres.InTx(context.Background(), b.db.Gorm, func(tx postgres.Tx) error {
-			if err := tx.DB.Exec(`INSERT INTO promotion.idempotency_keys (tenant_id, key, request_hash, purchase_id)
-				VALUES (?, ?, repeat('a', 64), ?)`, tenant, key, first.ID()).Error; err != nil {
-				return err
-			}
-			if err := b.purchases.Create(context.Background(), tx, first); err != nil {
-				return err
-			}
+		_, err := b.purchases.Add(context.Background(), first.PackageID(), &app.IdempotencyRecord{
+			TenantID: tenant, Key: key, RequestHash: testHash, PurchaseID: first.ID(), CreatedAt: first.CreatedAt(),
+		}, func(*domain.Package) (*domain.Purchase, error) {
 			close(claimed)
-			return <-release
+			if err := <-release; err != nil {
+				return nil, err
+			}
+			return first, nil
 		})
+		done <- err
 	}()
 	select {
 	case <-claimed:
@@ -174,7 +173,7 @@ func TestSaveTransitionChecksTheVersion(t *testing.T) {
 	require.NoError(t, second.Cancel("second", uuid.New(), time.Now()))
 
 	save := func(q *domain.Purchase) error {
-		return postgres.InTx(ctx, b.db.Gorm, func(tx postgres.Tx) error { return b.purchases.SaveTransition(ctx, tx, q, 1) })
+		return postgres.InTx(ctx, b.db.Gorm, func(tx postgres.Tx) error { return adapters.SaveTransition(b.purchases, ctx, tx, q, 1) })
 	}
 	require.NoError(t, save(first))
 	err = save(second)
@@ -275,15 +274,15 @@ func TestPurchaseChangedMessage(t *testing.T) {
 	require.NoError(t, p.Cancel("secret reason", uuid.New(), time.Now()))
 
 	ctx := observability.WithRunID(context.Background(), "run-7")
-	msg, err := adapters.PurchaseChangedMessage(ctx, p, p.UpdatedAt())
+	msg, err := adapters.PurchaseChangedV1().Message(ctx, p, p.UpdatedAt(), uuid.Must(uuid.NewV7()))
 	require.NoError(t, err)
 	env, err := contract.Decode(msg.Payload, nil)
 	require.NoError(t, err)
 	require.Equal(t, env.MessageID.String(), msg.UUID)
-	require.Equal(t, p.ID().String(), msg.Metadata.Get(outbox.MetaPartitionKey))
-	require.Equal(t, contract.EventType, msg.Metadata.Get(outbox.MetaEventType))
-	require.Equal(t, "1", msg.Metadata.Get(outbox.MetaContractVersion))
-	require.Equal(t, "run-7", msg.Metadata.Get(outbox.MetaCorrelationID))
+	require.Equal(t, p.ID().String(), msg.Metadata.Get(kafka.MetaPartitionKey))
+	require.Equal(t, contract.EventType, msg.Metadata.Get(kafka.MetaEventType))
+	require.Equal(t, "1", msg.Metadata.Get(kafka.MetaContractVersion))
+	require.Equal(t, "run-7", msg.Metadata.Get(kafka.MetaCorrelationID))
 	require.Equal(t, contract.StatusCancelled, env.Payload.Status)
 	require.Equal(t, contract.KindPostBoost, env.Payload.PackageKind)
 	require.Equal(t, contract.TargetPost, env.Payload.Targets[0].TargetKind)
@@ -295,10 +294,6 @@ func TestPurchaseChangedMessage(t *testing.T) {
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal(msg.Payload, &raw))
 	require.NotContains(t, raw["payload"], "cancelReason")
-
-	other, err := adapters.PurchaseChangedMessage(ctx, p, p.UpdatedAt())
-	require.NoError(t, err)
-	require.NotEqual(t, msg.UUID, other.UUID, "every event has its own messageId")
 }
 
 // TestPurchaseChangedMessageRefusesPoison: a purchase the contract cannot
@@ -328,7 +323,7 @@ func TestPurchaseChangedMessageRefusesPoison(t *testing.T) {
 		change(&r)
 		p, err := domain.UnmarshalPurchaseFromDatabase(r)
 		require.NoError(t, err, name)
-		msg, err := adapters.PurchaseChangedMessage(context.Background(), p, time.Now())
+		msg, err := adapters.PurchaseChangedV1().Message(context.Background(), p, time.Now(), uuid.Must(uuid.NewV7()))
 		require.Error(t, err, name)
 		require.Nil(t, msg, name)
 	}

@@ -47,6 +47,9 @@ type PurchaseRepository interface {
 	// check and puts its event into the outbox, all in one transaction. An
 	// error from update rolls everything back and is returned as is.
 	UpdatePurchase(ctx context.Context, id uuid.UUID, update func(*domain.Purchase) error) error
+	// DeleteIdempotencyKeysBefore deletes up to limit idempotency keys
+	// created before cutoff and returns how many it deleted.
+	DeleteIdempotencyKeysBefore(ctx context.Context, cutoff time.Time, limit int) (int64, error)
 }
 
 // PackageRepository stores promotion packages.

@@ -33,7 +33,7 @@ func (h CancelPromotionHandler) Handle(ctx context.Context, cmd CancelPromotion)
 	var cancelled *domain.Purchase
 	err := h.purchases.UpdatePurchase(ctx, cmd.PurchaseID, func(p *domain.Purchase) error {
 		if !p.IsVisibleTo(cmd.Actor.TenantID, cmd.Actor.IsAdmin) {
-			return domain.PurchaseNotFound(cmd.PurchaseID)
+			return domain.PurchaseNotFound(cmd.PurchaseID.String())
 		}
 		if err := p.Cancel(cmd.Reason, cmd.Actor.UserID, h.now()); err != nil {
 			return err

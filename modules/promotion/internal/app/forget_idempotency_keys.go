@@ -14,23 +14,16 @@ const IdempotencyKeyRetention = 24 * time.Hour
 // or one long statement.
 const forgetBatchSize = 1000
 
-// IdempotencyKeyJanitor deletes old idempotency keys.
-type IdempotencyKeyJanitor interface {
-	// DeleteIdempotencyKeysBefore deletes up to limit keys created before
-	// cutoff and returns how many it deleted.
-	DeleteIdempotencyKeysBefore(ctx context.Context, cutoff time.Time, limit int) (int64, error)
-}
-
 // ForgetIdempotencyKeysHandler deletes idempotency keys older than
 // IdempotencyKeyRetention. After that a key is free: the same key buys anew.
 type ForgetIdempotencyKeysHandler struct {
-	keys IdempotencyKeyJanitor
+	keys PurchaseRepository
 	now  func() time.Time
 }
 
 // NewForgetIdempotencyKeysHandler returns the handler; now is time.Now when
 // nil.
-func NewForgetIdempotencyKeysHandler(keys IdempotencyKeyJanitor, now func() time.Time) ForgetIdempotencyKeysHandler {
+func NewForgetIdempotencyKeysHandler(keys PurchaseRepository, now func() time.Time) ForgetIdempotencyKeysHandler {
 	if now == nil {
 		now = time.Now
 	}

@@ -28,7 +28,7 @@ func (h GetPurchaseHandler) Handle(ctx context.Context, q GetPurchase) (*domain.
 		return nil, fmt.Errorf("get purchase: %w", err)
 	}
 	if !p.IsVisibleTo(q.Actor.TenantID, q.Actor.IsAdmin) {
-		return nil, domain.PurchaseNotFound(q.PurchaseID)
+		return nil, domain.PurchaseNotFound(q.PurchaseID.String())
 	}
 	return p, nil
 }

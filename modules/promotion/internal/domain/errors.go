@@ -74,7 +74,7 @@ var (
 // PurchaseNotFound is the error for a purchase that does not exist or is
 // not visible to the caller: another tenant's purchase must not reveal that
 // it exists.
-func PurchaseNotFound(id fmt.Stringer) error {
+func PurchaseNotFound(id string) error {
 	return &apperror.Error{
 		Kind: apperror.KindNotFound, Slug: "purchase-not-found",
 		Detail: fmt.Sprintf("promotion purchase %s not found", id), Err: ErrPurchaseNotFound,
@@ -82,7 +82,7 @@ func PurchaseNotFound(id fmt.Stringer) error {
 }
 
 // PackageNotFound is the error for a package that does not exist.
-func PackageNotFound(id fmt.Stringer) error {
+func PackageNotFound(id string) error {
 	return &apperror.Error{
 		Kind: apperror.KindNotFound, Slug: "package-not-found",
 		Detail: fmt.Sprintf("promotion package %s not found", id), Err: ErrPackageNotFound,

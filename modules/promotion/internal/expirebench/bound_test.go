@@ -11,7 +11,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/kafka"
 )
 
 // TestBoundWritesWhatTheModuleWrites keeps the bound honest: on the same
@@ -52,7 +52,7 @@ func TestBoundWritesWhatTheModuleWrites(t *testing.T) {
 		require.Equal(t, bd.UUID, bd.Event.MessageID.String(), "row uuid = messageId")
 		require.Equal(t, m.UUID, m.Event.MessageID.String(), "row uuid = messageId")
 		require.ElementsMatch(t, keys(m.Metadata), keys(bd.Metadata))
-		require.Equal(t, id, bd.Metadata[outbox.MetaPartitionKey])
+		require.Equal(t, id, bd.Metadata[kafka.MetaPartitionKey])
 		m.Event.MessageID, bd.Event.MessageID = uuid.Nil, uuid.Nil
 		require.Equal(t, m.Event, bd.Event)
 		require.Equal(t, contract.StatusExpired, bd.Event.Payload.Status)

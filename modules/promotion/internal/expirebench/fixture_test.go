@@ -18,6 +18,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
@@ -285,7 +286,7 @@ func readOutbox(tb testing.TB, db *testbed.Database) map[string]outboxEvent {
 		e.Event, err = contract.Decode([]byte(payload), slog.New(slog.NewTextHandler(io.Discard, nil)))
 		require.NoError(tb, err, payload)
 		require.NoError(tb, e.Event.Validate(), payload)
-		out[e.Metadata[outbox.MetaPartitionKey]] = e
+		out[e.Metadata[kafka.MetaPartitionKey]] = e
 	}
 	require.NoError(tb, rows.Err())
 	return out

@@ -4,7 +4,6 @@
 package ports
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -202,19 +201,12 @@ func actor(c echo.Context) app.Actor {
 }
 
 // pathID parses a UUID path parameter. A malformed id names nothing that
-// can exist, so it is the same not-found as an unknown one.
-func pathID(c echo.Context, name string, notFound func(id fmt.Stringer) error) (uuid.UUID, error) {
-	raw := c.Param(name)
-	id, err := httpserver.ParseUUID(raw)
+// can exist, so it is the same not-found as an unknown one; the detail does
+// not repeat it (the problem's instance carries the path).
+func pathID(c echo.Context, name string, notFound func(id string) error) (uuid.UUID, error) {
+	id, err := httpserver.ParseUUID(c.Param(name))
 	if err != nil {
-		return uuid.Nil, notFound(rawID(raw))
+		return uuid.Nil, notFound("(not a UUID)")
 	}
 	return id, nil
 }
-
-// rawID renders an unparsable id in a not-found detail. The path already
-// carries it into the problem's instance; the detail does not repeat it.
-type rawID string
-
-// String says what the id is not, rather than what it is.
-func (r rawID) String() string { return "(not a UUID)" }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/platform/host"
 )
 
 // IdempotencyKeyCleanerInterval is how often old idempotency keys are
@@ -30,23 +31,8 @@ func NewIdempotencyKeyCleaner(forget app.ForgetIdempotencyKeysHandler, interval 
 // Name identifies the runner in logs and metrics.
 func (c *IdempotencyKeyCleaner) Name() string { return "promotion-idempotency-key-cleaner" }
 
-// Run cleans once at start and then every interval until ctx is cancelled.
-// A failed round is logged and retried at the next tick: the keys can wait.
+// Run cleans once at start and then every interval until ctx is cancelled;
+// a failed round is logged and retried at the next tick.
 func (c *IdempotencyKeyCleaner) Run(ctx context.Context) error {
-	ticker := time.NewTicker(c.interval)
-	defer ticker.Stop()
-	for {
-		n, err := c.forget.Handle(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			c.logger.WarnContext(ctx, "idempotency keys: cleanup failed", "error", err.Error())
-		case n > 0:
-			c.logger.InfoContext(ctx, "idempotency keys: deleted expired keys", "deleted", n)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		}
-	}
+	return host.RunCleaner(ctx, c.interval, c.logger, "idempotency key retention", c.forget.Handle)
 }
