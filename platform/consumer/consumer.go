@@ -7,6 +7,8 @@
 //     aggregate, and an event whose version is not above it is skipped;
 //   - dead letters: a record that cannot be decoded, or whose handler keeps
 //     failing, is kept in consumer.dead_letters and the partition moves on;
+//   - batches: the records a partition has already fetched are applied in
+//     one transaction;
 //   - offsets are marked only after the transaction committed, so a crash
 //     loses nothing and re-delivers only what the inbox then skips.
 //

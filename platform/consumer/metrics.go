@@ -12,7 +12,7 @@ import (
 type outcome int
 
 const (
-	applied outcome = iota
+	outcomeApplied outcome = iota
 	duplicate
 	stale
 	deadLettered
@@ -26,6 +26,7 @@ type metrics struct {
 	deadLetters *prometheus.CounterVec
 	retries     *prometheus.CounterVec
 	delay       *prometheus.HistogramVec
+	batch       *prometheus.HistogramVec
 }
 
 // delayBuckets reach past the contracts' one-minute promise (60 s) so its
@@ -60,10 +61,19 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: register metrics: %w", err)
 	}
+	m.batch, err = observability.RegisterOrReuse(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pin_consumer_batch_events",
+		Help:    "Events applied by one committed transaction of a consumer (one partition's batch).",
+		Buckets: []float64{1, 2, 5, 10, 25, 50, 100, 200, 500},
+	}, []string{"consumer"}))
+	if err != nil {
+		return nil, fmt.Errorf("consumer: register metrics: %w", err)
+	}
 	// Export every series from the start, so dashboards show 0, not no data.
 	for _, v := range []*prometheus.CounterVec{m.consumed, m.duplicates, m.stale, m.deadLetters, m.retries} {
 		v.WithLabelValues(consumer)
 	}
 	m.delay.WithLabelValues(consumer)
+	m.batch.WithLabelValues(consumer)
 	return m, nil
 }

@@ -2,21 +2,18 @@ package consumer
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
-	wmkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/platform/kafka"
-	"github.com/pinmarket/pin/platform/observability"
 )
 
 // Config configures a Runner. Zero values take the defaults.
@@ -32,10 +29,12 @@ type Config struct {
 	Brokers []string
 	// Sarama is the client configuration (default kafka.ConsumerConfig):
 	// pass the service's, with its SASL/TLS settings, for a secured cluster.
+	// Its auto-commit must stay on: it commits the offsets the runner marks.
 	Sarama *sarama.Config
-	// Workers is how many records are processed at once (default 8). Records
-	// of one partition are always processed one after the other.
-	Workers int
+	// MaxBatch is the most records of one partition applied in one
+	// transaction (default 200). A batch is what has already been fetched
+	// when the previous one committed: nothing waits to fill it.
+	MaxBatch int
 	// MaxAttempts is how often Apply is tried before the record is
 	// dead-lettered (default 5).
 	MaxAttempts int
@@ -69,8 +68,11 @@ func NewRunner[B any](db *gorm.DB, cfg Config, handler Handler[B], logger *slog.
 	if cfg.Sarama == nil {
 		cfg.Sarama = kafka.ConsumerConfig("pin-" + cfg.Name)
 	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 8
+	if !cfg.Sarama.Consumer.Offsets.AutoCommit.Enable {
+		return nil, errors.New("consumer: NewRunner: the Sarama config must auto-commit the marked offsets")
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 200
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 5
@@ -91,70 +93,136 @@ func NewRunner[B any](db *gorm.DB, cfg Config, handler Handler[B], logger *slog.
 // Name implements host.Runner.
 func (r *Runner[B]) Name() string { return "consumer-" + r.cfg.Name }
 
-// Run consumes until ctx is cancelled. Each record is acknowledged (its
-// offset marked) only after its transaction committed or it was
-// dead-lettered; when even that fails, Run returns the error and the record
-// is delivered again after the host restarts the runner.
+// Run consumes until ctx is cancelled. A record's offset is marked only
+// after its transaction committed or it was dead-lettered, and Sarama
+// commits only marked offsets; when even a dead letter fails, Run returns
+// the error and the record is delivered again after the host restarts the
+// runner.
 func (r *Runner[B]) Run(ctx context.Context) error {
-	sub, err := wmkafka.NewSubscriber(wmkafka.SubscriberConfig{
-		Brokers:               r.cfg.Brokers,
-		Unmarshaler:           wmkafka.DefaultMarshaler{}, // headers to metadata; never fails
-		OverwriteSaramaConfig: r.cfg.Sarama,
-		ConsumerGroup:         r.cfg.Name,
-		NackResendSleep:       r.cfg.RetryBackoff,
-		ReconnectRetrySleep:   time.Second,
-	}, observability.WatermillLogger(r.logger))
+	group, err := sarama.NewConsumerGroup(r.cfg.Brokers, r.cfg.Name, r.cfg.Sarama)
 	if err != nil {
-		return fmt.Errorf("consumer %s: subscriber: %w", r.cfg.Name, err)
+		return fmt.Errorf("consumer %s: consumer group: %w", r.cfg.Name, err)
 	}
-	defer func() { _ = sub.Close() }()
+	defer func() { _ = group.Close() }() // commits the offsets marked last
+	go func() {
+		for err := range group.Errors() {
+			r.logger.WarnContext(ctx, "consumer group error", "error", err)
+		}
+	}()
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	msgs, err := sub.Subscribe(runCtx, r.cfg.Topic)
-	if err != nil {
-		return fmt.Errorf("consumer %s: subscribe %s: %w", r.cfg.Name, r.cfg.Topic, err)
-	}
 	r.logger.InfoContext(ctx, "consumer started", "topic", r.cfg.Topic, "group", r.cfg.Name)
-
-	// The subscriber hands out one record per partition at a time and waits
-	// for its ack, so several workers keep per-partition order.
-	var wg sync.WaitGroup
-	for range r.cfg.Workers {
-		wg.Go(func() {
-			for msg := range msgs {
-				if err := r.process(runCtx, msg); err != nil {
-					msg.Nack()
-					cancel(err)
-					return
-				}
-				msg.Ack()
-			}
-		})
+	// Consume returns at every rebalance; the loop joins the group again.
+	for runCtx.Err() == nil {
+		if err := group.Consume(runCtx, []string{r.cfg.Topic}, partitions[B]{r: r, ctx: runCtx, fail: cancel}); err != nil {
+			cancel(err)
+		}
 	}
-	wg.Wait()
-	if err := context.Cause(runCtx); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("consumer %s: %w", r.cfg.Name, err)
+	if ctx.Err() == nil {
+		return fmt.Errorf("consumer %s: %w", r.cfg.Name, context.Cause(runCtx))
 	}
 	return nil
 }
 
-// process takes one record to its end: decoded and applied under the inbox
-// and the version guard, retried while Apply fails, dead-lettered when it
-// cannot be decoded or keeps failing. A nil return means the record may be
-// acknowledged.
-func (r *Runner[B]) process(ctx context.Context, msg *message.Message) error {
-	rec := r.record(msg)
-	e, err := r.handler.Decode(rec)
-	if err != nil {
-		return r.deadLetter(ctx, rec, err, 1)
+// partitions is the sarama.ConsumerGroupHandler of a Runner: Sarama calls
+// ConsumeClaim once per partition assigned, each in its own goroutine.
+type partitions[B any] struct {
+	r    *Runner[B]
+	ctx  context.Context
+	fail context.CancelCauseFunc
+}
+
+func (partitions[B]) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (partitions[B]) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+// ConsumeClaim is the loop of one partition: take the records already
+// fetched (at least one, at most MaxBatch), apply them in one transaction,
+// and only then mark the last one's offset for Sarama's next commit.
+func (p partitions[B]) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	batch := make([]*sarama.ConsumerMessage, 0, p.r.cfg.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case m, ok := <-claim.Messages():
+			if !ok {
+				return nil // revoked
+			}
+			batch = append(batch, m)
+		case <-sess.Context().Done():
+			return nil
+		}
+	fill:
+		for len(batch) < p.r.cfg.MaxBatch {
+			select {
+			case m, ok := <-claim.Messages():
+				if !ok {
+					break fill
+				}
+				batch = append(batch, m)
+			default:
+				break fill
+			}
+		}
+		if err := p.r.processBatch(p.ctx, batch); err != nil {
+			p.fail(err) // unmarked: delivered again after the restart
+			return err
+		}
+		sess.MarkMessage(batch[len(batch)-1], "")
 	}
+}
+
+// processBatch takes one partition's batch to its end: the undecodable
+// records dead-lettered, the others applied in one transaction. When that
+// transaction fails, the events are processed one by one, so that only the
+// failing one is retried and dead-lettered. A nil return means the batch's
+// offsets may be marked.
+func (r *Runner[B]) processBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) error {
+	recs := make([]Record, 0, len(msgs))
+	events := make([]Event[B], 0, len(msgs))
+	for _, m := range msgs {
+		rec := toRecord(m)
+		e, err := r.handler.Decode(rec)
+		if err != nil {
+			if err := r.deadLetter(ctx, rec, err, 1); err != nil {
+				return err
+			}
+			continue
+		}
+		recs, events = append(recs, rec), append(events, e)
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	// A stop lets the transaction in flight commit or roll back whole.
+	outs, err := r.apply(context.WithoutCancel(ctx), events)
+	if err == nil {
+		r.metrics.batch.WithLabelValues(r.cfg.Name).Observe(float64(len(events)))
+		for i, out := range outs {
+			r.count(out, events[i])
+		}
+		return nil
+	}
+	if len(events) > 1 {
+		r.logger.WarnContext(ctx, "batch failed; applying its events one by one", "events", len(events), "error", err)
+	}
+	for i, e := range events {
+		if err := r.process(ctx, recs[i], e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// process applies one event in a transaction of its own, retrying while
+// Apply fails, and dead-letters it when it keeps failing.
+func (r *Runner[B]) process(ctx context.Context, rec Record, e Event[B]) error {
 	backoff := r.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
-		// A stop lets the transaction in flight commit or roll back whole.
-		out, err := r.apply(context.WithoutCancel(ctx), e)
+		outs, err := r.apply(context.WithoutCancel(ctx), []Event[B]{e})
 		if err == nil {
-			r.count(out, e)
+			r.metrics.batch.WithLabelValues(r.cfg.Name).Observe(1)
+			r.count(outs[0], e)
 			return nil
 		}
 		if attempt >= r.cfg.MaxAttempts {
@@ -172,45 +240,101 @@ func (r *Runner[B]) process(ctx context.Context, msg *message.Message) error {
 	}
 }
 
-// apply runs one transaction: the inbox entry, the version guard and the
-// handler's effect commit together or not at all.
-func (r *Runner[B]) apply(ctx context.Context, e Event[B]) (outcome, error) {
-	out := applied
+// apply runs one transaction for events, in their order: the inbox
+// entries, the version guard and the handler's effects commit together or
+// not at all. The kit's part is two statements for the whole batch; only the
+// handler's effects are per event.
+func (r *Runner[B]) apply(ctx context.Context, events []Event[B]) ([]outcome, error) {
+	outs := make([]outcome, len(events))
 	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		// One statement records the message in the inbox and, only when it is
-		// new there, locks the aggregate's version row (creating it at 0) and
-		// returns the last version applied. No row back means a duplicate. The
-		// lock makes two deliveries of one aggregate, even across a
-		// rebalance, queue up.
-		var last []int64
-		if err := tx.Raw(`
-			WITH fresh AS (
-				INSERT INTO consumer.inbox (consumer, message_id) VALUES (?, ?)
-				ON CONFLICT DO NOTHING RETURNING consumer)
-			INSERT INTO consumer.aggregate_versions (consumer, aggregate_id, version)
-			SELECT consumer, ?, 0 FROM fresh
-			ON CONFLICT (consumer, aggregate_id) DO UPDATE SET version = consumer.aggregate_versions.version
-			RETURNING version`, r.cfg.Name, e.MessageID, e.AggregateID).Scan(&last).Error; err != nil {
-			return fmt.Errorf("inbox and version guard: %w", err)
-		}
-		if len(last) == 0 {
-			out = duplicate
-			return nil
-		}
-		if e.Version <= last[0] {
-			out = stale
-			return nil // the inbox entry stays: this message was seen
-		}
-		if err := r.handler.Apply(ctx, tx, e, last[0]); err != nil {
+		fresh, last, err := r.guard(tx, events)
+		if err != nil {
 			return err
 		}
-		if err := tx.Exec(`UPDATE consumer.aggregate_versions SET version = ?, applied_at = now() WHERE consumer = ? AND aggregate_id = ?`,
-			e.Version, r.cfg.Name, e.AggregateID).Error; err != nil {
+		applied := make(map[string]int64)
+		for i, e := range events {
+			if !fresh[e.MessageID.String()] {
+				outs[i] = duplicate
+				continue
+			}
+			delete(fresh, e.MessageID.String()) // a second delivery in this batch is a duplicate
+			if e.Version <= last[e.AggregateID] {
+				outs[i] = stale // the inbox entry stays: this message was seen
+				continue
+			}
+			if err := r.handler.Apply(ctx, tx, e, last[e.AggregateID]); err != nil {
+				return err
+			}
+			last[e.AggregateID], applied[e.AggregateID] = e.Version, e.Version
+			outs[i] = outcomeApplied
+		}
+		if len(applied) == 0 {
+			return nil
+		}
+		ids, versions := make([]string, 0, len(applied)), make([]int64, 0, len(applied))
+		for id, v := range applied {
+			ids, versions = append(ids, id), append(versions, v)
+		}
+		if _, err := tx.Statement.ConnPool.ExecContext(ctx, `
+			UPDATE consumer.aggregate_versions v SET version = u.version, applied_at = now()
+			FROM unnest($1::text[], $2::bigint[]) AS u(aggregate_id, version)
+			WHERE v.consumer = $3 AND v.aggregate_id = u.aggregate_id`, ids, versions, r.cfg.Name); err != nil {
 			return fmt.Errorf("version guard: %w", err)
 		}
 		return nil
 	})
-	return out, err
+	return outs, err
+}
+
+// guard records the events' message ids in the inbox and, for the
+// aggregates of the new ones, locks their version rows (creating them at 0),
+// in one statement. It returns the message ids that were new and the last
+// version applied per aggregate. The lock makes two deliveries of one
+// aggregate, even across a rebalance, queue up; taking the locks in
+// aggregate order keeps two batches from deadlocking on them.
+func (r *Runner[B]) guard(tx *gorm.DB, events []Event[B]) (fresh map[string]bool, last map[string]int64, err error) {
+	messageIDs, aggregateIDs := make([]string, len(events)), make([]string, len(events))
+	for i, e := range events {
+		messageIDs[i], aggregateIDs[i] = e.MessageID.String(), e.AggregateID
+	}
+	// Through the connection, not GORM, which would expand the slices.
+	rows, err := tx.Statement.ConnPool.QueryContext(tx.Statement.Context, `
+		WITH input AS (
+			SELECT * FROM unnest($1::uuid[], $2::text[]) AS i(message_id, aggregate_id)),
+		fresh AS (
+			INSERT INTO consumer.inbox (consumer, message_id)
+			SELECT $3, message_id FROM input
+			ON CONFLICT DO NOTHING RETURNING message_id),
+		locked AS (
+			INSERT INTO consumer.aggregate_versions AS v (consumer, aggregate_id, version)
+			SELECT DISTINCT $3, i.aggregate_id, 0::bigint FROM input i JOIN fresh USING (message_id) ORDER BY 2
+			ON CONFLICT (consumer, aggregate_id) DO UPDATE SET version = v.version
+			RETURNING aggregate_id, version)
+		SELECT message_id::text, NULL, NULL::bigint FROM fresh
+		UNION ALL
+		SELECT NULL, aggregate_id, version FROM locked`,
+		messageIDs, aggregateIDs, r.cfg.Name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("inbox and version guard: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	fresh, last = make(map[string]bool), make(map[string]int64)
+	for rows.Next() {
+		var messageID, aggregateID sql.NullString
+		var version sql.NullInt64
+		if err := rows.Scan(&messageID, &aggregateID, &version); err != nil {
+			return nil, nil, fmt.Errorf("inbox and version guard: %w", err)
+		}
+		if messageID.Valid {
+			fresh[messageID.String] = true
+		} else {
+			last[aggregateID.String] = version.Int64
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("inbox and version guard: %w", err)
+	}
+	return fresh, last, nil
 }
 
 // deadLetter keeps the record whole in consumer.dead_letters; a record
@@ -238,7 +362,7 @@ func (r *Runner[B]) count(out outcome, e Event[B]) {
 	name := r.cfg.Name
 	r.metrics.consumed.WithLabelValues(name).Inc()
 	switch out {
-	case applied:
+	case outcomeApplied:
 		r.metrics.delay.WithLabelValues(name).Observe(r.cfg.Now().Sub(e.OccurredAt).Seconds())
 	case duplicate:
 		r.metrics.duplicates.WithLabelValues(name).Inc()
@@ -251,12 +375,13 @@ func (r *Runner[B]) count(out outcome, e Event[B]) {
 	}
 }
 
-// record is the Kafka record behind a watermill-kafka message.
-func (r *Runner[B]) record(msg *message.Message) Record {
-	ctx := msg.Context()
-	rec := Record{Topic: r.cfg.Topic, Headers: map[string]string(msg.Metadata), Value: msg.Payload}
-	rec.Key, _ = wmkafka.MessageKeyFromCtx(ctx)
-	rec.Partition, _ = wmkafka.MessagePartitionFromCtx(ctx)
-	rec.Offset, _ = wmkafka.MessagePartitionOffsetFromCtx(ctx)
-	return rec
+// toRecord is the kit's view of a Sarama record.
+func toRecord(m *sarama.ConsumerMessage) Record {
+	headers := make(map[string]string, len(m.Headers))
+	for _, h := range m.Headers {
+		if h != nil {
+			headers[string(h.Key)] = string(h.Value)
+		}
+	}
+	return Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Headers: headers, Value: m.Value}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +89,116 @@ func TestHandlerThatKeepsFailingIsDeadLetteredAndThePartitionMovesOn(t *testing.
 	require.Equal(t, 1.0, testbed.Metric(t, reg, "pin_consumer_dead_letters_total").GetCounter().GetValue())
 	require.Equal(t, 2.0, testbed.Metric(t, reg, "pin_consumer_retries_total").GetCounter().GetValue())
 	require.Equal(t, 2.0, testbed.Metric(t, reg, "pin_consumer_consumed_total").GetCounter().GetValue())
+}
+
+// recordingHandler is flakyHandler that also notes the last version each
+// applied event was given.
+type recordingHandler struct {
+	flakyHandler
+	mu   sync.Mutex
+	last map[int64]int64 // version → lastVersion passed to Apply
+}
+
+func (h *recordingHandler) Apply(ctx context.Context, tx *gorm.DB, e consumer.Event[testEvent], lastVersion int64) error {
+	if err := h.flakyHandler.Apply(ctx, tx, e, lastVersion); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.last[e.Version] = lastVersion
+	return nil
+}
+
+// kitBundle is a topic with records already on it and a runner started
+// after them, so that the runner finds them fetched together.
+type kitBundle struct {
+	db      *testbed.Database
+	reg     *prometheus.Registry
+	handler *recordingHandler
+}
+
+func startAfter(t *testing.T, cfg consumer.Config, events ...testEvent) kitBundle {
+	t.Helper()
+	b := kitBundle{db: testbed.NewDatabase(t), reg: prometheus.NewRegistry(), handler: &recordingHandler{last: map[int64]int64{}}}
+	brokers := testbed.NewKafka(t, topic)
+	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
+	require.NoError(t, err)
+	defer client.Close()
+	records := make([]*kgo.Record, len(events))
+	for i, e := range events {
+		value, err := json.Marshal(e)
+		require.NoError(t, err)
+		records[i] = &kgo.Record{Key: []byte(e.Aggregate), Value: value}
+	}
+	require.NoError(t, client.ProduceSync(context.Background(), records...).FirstErr())
+
+	cfg.Topic, cfg.Brokers = topic, brokers
+	r, err := consumer.NewRunner(b.db.Gorm, cfg, b.handler, slog.New(slog.DiscardHandler), b.reg)
+	require.NoError(t, err)
+	testbed.StartRunner(t, r)
+	require.Eventually(t, func() bool {
+		return testbed.Metric(t, b.reg, "pin_consumer_consumed_total").GetCounter().GetValue() == float64(len(events))
+	}, testbed.ForwardDeadline, 10*time.Millisecond)
+	return b
+}
+
+// lastGiven is the last version Apply was given with version v.
+func (h *recordingHandler) lastGiven(v int64) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last[v]
+}
+
+func (b kitBundle) version(t *testing.T, consumerName, aggregate string) int64 {
+	t.Helper()
+	var v int64
+	require.NoError(t, b.db.Gorm.Raw(`SELECT version FROM consumer.aggregate_versions WHERE consumer = ? AND aggregate_id = ?`,
+		consumerName, aggregate).Scan(&v).Error)
+	return v
+}
+
+// TestRecordsFetchedTogetherAreAppliedInOneTransaction: records of one
+// partition that are already fetched share a transaction, and inside it the
+// inbox and the version guard still see each other: a message repeated in
+// the batch is a duplicate, a version below one applied earlier in the batch
+// is stale, and each event is given the version applied just before it.
+func TestRecordsFetchedTogetherAreAppliedInOneTransaction(t *testing.T) {
+	t.Parallel()
+	var events []testEvent
+	for v := int64(1); v <= 50; v++ {
+		events = append(events, testEvent{MessageID: uuid.New(), Aggregate: "a", Version: v})
+	}
+	events = append(events, events[49], testEvent{MessageID: uuid.New(), Aggregate: "a", Version: 3})
+	b := startAfter(t, consumer.Config{Name: "kit-batch"}, events...)
+
+	require.Equal(t, int64(50), b.version(t, "kit-batch", "a"))
+	for v := int64(1); v <= 50; v++ {
+		require.Equal(t, v-1, b.handler.lastGiven(v), "last version given to Apply for version %d", v)
+	}
+	require.Equal(t, 1.0, testbed.Metric(t, b.reg, "pin_consumer_duplicates_total").GetCounter().GetValue())
+	require.Equal(t, 1.0, testbed.Metric(t, b.reg, "pin_consumer_stale_total").GetCounter().GetValue())
+	batches := testbed.Metric(t, b.reg, "pin_consumer_batch_events").GetHistogram()
+	require.Equal(t, 52.0, batches.GetSampleSum())
+	require.Less(t, batches.GetSampleCount(), uint64(52), "some transaction must carry more than one event")
+}
+
+// TestFailingEventInABatchIsDeadLetteredAndTheRestOfTheBatchApplied: the
+// batch's transaction rolls back, its events are applied one by one, and
+// only the failing one is retried and dead-lettered.
+func TestFailingEventInABatchIsDeadLetteredAndTheRestOfTheBatchApplied(t *testing.T) {
+	t.Parallel()
+	var events []testEvent
+	for v := int64(1); v <= 10; v++ {
+		events = append(events, testEvent{MessageID: uuid.New(), Aggregate: "b", Version: v, Fail: v == 5})
+	}
+	b := startAfter(t, consumer.Config{Name: "kit-batch-fail", MaxAttempts: 2, RetryBackoff: time.Millisecond}, events...)
+
+	require.Equal(t, int64(10), b.version(t, "kit-batch-fail", "b"))
+	require.Equal(t, int64(4), b.handler.lastGiven(6), "version 5 was never applied")
+	var dead []string
+	require.NoError(t, b.db.Gorm.Raw(`SELECT value->>'messageId' FROM (SELECT convert_from(value, 'UTF8')::jsonb AS value FROM consumer.dead_letters WHERE consumer = 'kit-batch-fail') d`).Scan(&dead).Error)
+	require.Equal(t, []string{events[4].MessageID.String()}, dead)
+	require.Equal(t, 1.0, testbed.Metric(t, b.reg, "pin_consumer_dead_letters_total").GetCounter().GetValue())
 }
 
 // TestInboxCleanerDeletesOnlyOldEntriesOfItsConsumer.
