@@ -49,9 +49,8 @@ func NewExpireRepository(db *gorm.DB, publisher *outbox.Publisher, publications 
 // expiryCandidate is a locked purchase after its transition, before it is
 // written.
 type expiryCandidate struct {
-	purchase        *domain.Purchase
-	previousVersion int64
-	events          []*message.Message // one per publication
+	transition
+	events []*message.Message // one per publication
 }
 
 // ExpireBatch implements app.ExpireStore. b.Expire must be safe to call
@@ -403,29 +402,15 @@ func prepareExpiry(ctx context.Context, events Publications, m purchaseModel, ta
 	if err != nil {
 		return expiryCandidate{}, err
 	}
-	return expiryCandidate{purchase: p, previousVersion: previous, events: msgs}, nil
+	return expiryCandidate{transition: transition{purchase: p, previousVersion: previous}, events: msgs}, nil
 }
 
-// expireUpdate writes a set of transitions in one statement. The guard
-// (still Active, at the version read) is INV-6 and the optimistic check;
-// under the batch's row locks it always holds, and a row it filters out is
-// reported rather than silently lost.
-const expireUpdate = `UPDATE ` + purchasesTable + ` AS p
-SET status = v.status,
-	updated_at = v.updated_at,
-	version = v.next_version,
-	updated_by_user_id = v.updated_by_user_id::uuid
-FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[], $6::text[])
-	AS v(id, version, next_version, status, updated_at, updated_by_user_id)
-WHERE p.id = v.id AND p.status = 'Active' AND p.version = v.version
-RETURNING p.id`
-
-// writeTransitions stores the candidates' transitions. The set-based UPDATE
-// runs inside a savepoint; if it fails on a row (a constraint, a trigger),
-// the savepoint is rolled back and each row is written under its own
-// savepoint, so the bad row is set aside and the others are kept. An error
-// that is not about a row (the connection, the budget, a deadlock) aborts
-// the batch.
+// writeTransitions stores the candidates' transitions with
+// transitionUpdate. The set-based statement runs inside a savepoint; if it
+// fails on a row (a constraint, a trigger), each row is retried under its
+// own savepoint, so the bad row is set aside and the others are kept. An
+// error that is not about a row (the connection, the budget, a deadlock)
+// aborts the batch.
 func writeTransitions(ctx context.Context, tx postgres.Tx, cs []expiryCandidate) (written []expiryCandidate, failed []app.FailedExpiry, err error) {
 	if len(cs) == 0 {
 		return nil, nil, nil
@@ -461,47 +446,20 @@ func writeTransitions(ctx context.Context, tx postgres.Tx, cs []expiryCandidate)
 	return written, failed, nil
 }
 
-// updateSet runs expireUpdate for cs and splits them into the rows it
-// updated and the rows its guard filtered out.
+// updateSet writes cs's transitions in one statement and splits them into
+// the rows it updated and those whose version had moved on.
 func updateSet(ctx context.Context, tx postgres.Tx, cs []expiryCandidate) ([]expiryCandidate, []app.FailedExpiry, error) {
-	n := len(cs)
-	ids, prev, next := make([]string, n), make([]int64, n), make([]int64, n)
-	statuses, updatedAt, updatedBy := make([]string, n), make([]time.Time, n), make([]*string, n)
+	ts := make([]transition, len(cs))
 	for i, c := range cs {
-		m, _ := toDBPurchase(c.purchase)
-		ids[i], prev[i], next[i] = m.ID.String(), c.previousVersion, m.Version
-		statuses[i], updatedAt[i] = m.Status, m.UpdatedAt
-		if m.UpdatedByUserID.Valid {
-			s := m.UpdatedByUserID.UUID.String()
-			updatedBy[i] = &s
-		}
+		ts[i] = c.transition
 	}
-	rows, err := tx.Exec.QueryContext(ctx, expireUpdate, ids, prev, next, statuses, updatedAt, updatedBy)
+	idx, failed, err := writeTransitionSet(ctx, tx, ts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("update expired purchases: %w", err)
+		return nil, nil, err
 	}
-	defer rows.Close()
-	updated := make(map[uuid.UUID]bool, n)
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, nil, fmt.Errorf("update expired purchases: %w", err)
-		}
-		updated[id] = true
-	}
-	// Close reports an error that ended the rows early.
-	if err := rows.Close(); err != nil {
-		return nil, nil, fmt.Errorf("update expired purchases: %w", err)
-	}
-	written := make([]expiryCandidate, 0, n)
-	var failed []app.FailedExpiry
-	for _, c := range cs {
-		if updated[c.purchase.ID()] {
-			written = append(written, c)
-			continue
-		}
-		failed = append(failed, app.FailedExpiry{PurchaseID: c.purchase.ID(),
-			Err: fmt.Errorf("purchase %s is no longer Active at version %d: %w", c.purchase.ID(), c.previousVersion, ErrVersionConflict)})
+	written := make([]expiryCandidate, len(idx))
+	for i, j := range idx {
+		written[i] = cs[j]
 	}
 	return written, failed, nil
 }

@@ -224,28 +224,16 @@ func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, u
 }
 
 // saveTransition writes a transition of p, which was loaded at
-// previousVersion, and publishes its event, inside tx. The UPDATE is guarded
-// by the version: if the row moved on since it was read, nothing is written
-// and the error wraps ErrVersionConflict (an apperror conflict). The event's
-// occurredAt is p.UpdatedAt(), which every transition sets to its own moment.
+// previousVersion, with the statement the expiry batch uses too
+// (transitionUpdate), and publishes its event, inside tx. If the row moved
+// on since it was read, nothing is written and the error wraps
+// ErrVersionConflict (an apperror conflict).
 func (r *PurchaseRepository) saveTransition(ctx context.Context, tx postgres.Tx, p *domain.Purchase, previousVersion int64) error {
-	m, _ := toDBPurchase(p)
-	res := tx.DB.Model(&purchaseModel{}).
-		Where("id = ? AND version = ?", p.ID(), previousVersion).
-		Updates(map[string]any{
-			"status":             m.Status,
-			"payment_status":     m.PaymentStatus,
-			"starts_at":          m.StartsAt,
-			"ends_at":            m.EndsAt,
-			"cancel_reason":      m.CancelReason,
-			"updated_by_user_id": m.UpdatedByUserID,
-			"updated_at":         m.UpdatedAt,
-			"version":            m.Version,
-		})
-	if res.Error != nil {
-		return fmt.Errorf("update purchase %s: %w", p.ID(), res.Error)
+	_, failed, err := writeTransitionSet(ctx, tx, []transition{{purchase: p, previousVersion: previousVersion}})
+	if err != nil {
+		return fmt.Errorf("update purchase %s: %w", p.ID(), err)
 	}
-	if res.RowsAffected == 0 {
+	if len(failed) > 0 {
 		return &apperror.Error{Kind: apperror.KindConflict, Slug: "purchase-version-conflict",
 			Detail: fmt.Sprintf("Purchase %s was changed concurrently; reload it and try again.", p.ID()),
 			Err:    ErrVersionConflict}

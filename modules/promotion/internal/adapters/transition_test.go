@@ -1,0 +1,140 @@
+package adapters
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm/schema"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+)
+
+// unwrittenChanges names the columns of purchaseModel that differ between
+// before and after but that transitionUpdate does not write.
+func unwrittenChanges(tb testing.TB, before, after purchaseModel) []string {
+	tb.Helper()
+	s, err := schema.Parse(&purchaseModel{}, &sync.Map{}, schema.NamingStrategy{})
+	require.NoError(tb, err)
+	written := make(map[string]bool, len(transitionColumns))
+	for _, c := range transitionColumns {
+		written[c.name] = true
+	}
+	b, a := reflect.ValueOf(before), reflect.ValueOf(after)
+	var missing []string
+	for _, f := range s.Fields {
+		if f.DBName == "" {
+			continue
+		}
+		i := f.StructField.Index
+		if !reflect.DeepEqual(b.FieldByIndex(i).Interface(), a.FieldByIndex(i).Interface()) && !written[f.DBName] {
+			missing = append(missing, f.DBName)
+		}
+	}
+	return missing
+}
+
+func activePurchase(tb testing.TB, endsAt time.Time) *domain.Purchase {
+	tb.Helper()
+	p, err := domain.UnmarshalPurchaseFromDatabase(domain.PurchaseFromDatabase{
+		ID: uuid.New(), TenantID: uuid.New(), PackageID: uuid.New(), PackageCode: "week",
+		PackageKind: domain.PackageKindProjectBoost, BoostWeight: 10,
+		Price: domain.UnmarshalPriceFromDatabase(decimal.RequireFromString("15.00"), 1,
+			domain.CurrencySnapshot{IsoCode: "EUR", Name: "Euro", Sign: "€"}),
+		Targets:       []domain.Target{domain.UnmarshalTargetFromDatabase(domain.TargetKindProject, uuid.New())},
+		Status:        domain.StatusActive,
+		PaymentStatus: domain.PaymentNotRequired,
+		StartsAt:      endsAt.Add(-7 * 24 * time.Hour), EndsAt: endsAt,
+		CreatedByUserID: uuid.New(), UpdatedByUserID: uuid.New(),
+		CreatedAt: endsAt.Add(-7 * 24 * time.Hour), UpdatedAt: endsAt.Add(-time.Hour), Version: 3,
+	})
+	require.NoError(tb, err)
+	return p
+}
+
+// Every column a transition changes is one transitionUpdate writes: a field
+// that Expire or Cancel starts to change without a column here fails this
+// test, rather than being lost by the batch (issue 11, one write path).
+func TestTransitionsChangeOnlyWrittenColumns(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for name, transit := range map[string]func(*domain.Purchase) error{
+		"expire": func(p *domain.Purchase) error { return p.Expire(at) },
+		"cancel": func(p *domain.Purchase) error { return p.Cancel("refund", uuid.New(), at) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := activePurchase(t, at.Add(-time.Minute))
+			before, _ := toDBPurchase(p)
+			require.NoError(t, transit(p))
+			after, _ := toDBPurchase(p)
+			require.NotEqual(t, before, after)
+			require.Empty(t, unwrittenChanges(t, before, after))
+		})
+	}
+}
+
+// The check above can fail: a changed column that is not written is named.
+func TestUnwrittenChangesNamesAColumnLeftOut(t *testing.T) {
+	t.Parallel()
+	before, _ := toDBPurchase(activePurchase(t, time.Now()))
+	after := before
+	after.PackageCode, after.Status = "other", "Expired"
+	require.Equal(t, []string{"package_code"}, unwrittenChanges(t, before, after))
+}
+
+// Every transition column is a column of the model, so the statement built
+// from the list is valid SQL for the table.
+func TestTransitionColumnsAreModelColumns(t *testing.T) {
+	t.Parallel()
+	s, err := schema.Parse(&purchaseModel{}, &sync.Map{}, schema.NamingStrategy{})
+	require.NoError(t, err)
+	for _, c := range transitionColumns {
+		require.True(t, slices.Contains(s.DBNames, c.name), c.name)
+	}
+}
+
+// The expiry batch stores exactly the domain's state after Expire: the row
+// read back equals the model of the purchase Expire returned, column by
+// column (the acting user, set before, is cleared).
+func TestExpireBatchStoresTheDomainsState(t *testing.T) {
+	t.Parallel()
+	b := newExpireBundle(t)
+	id := b.insertDue(t, 1)[0]
+	b.exec(t, fmt.Sprintf(`UPDATE promotion.promotion_purchases SET updated_by_user_id = '%s' WHERE id = '%s'`, uuid.New(), id))
+	var stored purchaseModel
+	require.NoError(t, b.db.Gorm.Where("id = ?", id).Take(&stored).Error)
+	targets, err := loadTargets(b.db.Gorm, []uuid.UUID{id})
+	require.NoError(t, err)
+	want, err := toDomainPurchase(stored, targets[id])
+	require.NoError(t, err)
+	asOf := time.Now().UTC().Truncate(time.Microsecond)
+	require.NoError(t, want.Expire(asOf))
+
+	res, err := b.store.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10,
+		Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
+	require.NoError(t, err)
+	require.Len(t, res.Expired, 1)
+
+	var got purchaseModel
+	require.NoError(t, b.db.Gorm.Where("id = ?", id).Take(&got).Error)
+	wantRow, _ := toDBPurchase(want)
+	require.False(t, wantRow.UpdatedByUserID.Valid)
+	normalize := func(m *purchaseModel) {
+		for _, t := range []*time.Time{&m.StartsAt, &m.EndsAt, &m.CreatedAt, &m.UpdatedAt} {
+			*t = t.UTC()
+		}
+	}
+	normalize(&got)
+	normalize(&wantRow)
+	require.True(t, wantRow.PriceAmount.Equal(got.PriceAmount))
+	got.PriceAmount = wantRow.PriceAmount
+	require.Equal(t, wantRow, got)
+}
