@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -26,7 +25,7 @@ type testBundle struct {
 	e     *echo.Echo
 	reg   *prometheus.Registry
 	spans *tracetest.SpanRecorder
-	logs  *syncBuffer
+	logs  *testbed.LogBuffer
 }
 
 func newTestBundle(tb testing.TB, cfg httpserver.Config) *testBundle {
@@ -34,7 +33,7 @@ func newTestBundle(tb testing.TB, cfg httpserver.Config) *testBundle {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	tb.Cleanup(func() { _ = tp.Shutdown(tb.Context()) })
-	logs := &syncBuffer{}
+	logs := &testbed.LogBuffer{}
 	reg := prometheus.NewRegistry()
 	e := httpserver.New(cfg, observability.NewLogger(logs, slog.LevelDebug), reg, tp)
 	return &testBundle{e: e, reg: reg, spans: spans, logs: logs}
@@ -123,37 +122,6 @@ func labelValues(tb testing.TB, reg *prometheus.Registry, name, label string) []
 		}
 	}
 	return values
-}
-
-// syncBuffer is a log sink that a server goroutine may write while the
-// test reads.
-// syncBuffer collects the server's JSON log lines.
-type syncBuffer struct {
-	testbed.LogBuffer
-}
-
-// records decodes the JSON log lines.
-func (s *syncBuffer) records(tb testing.TB) []map[string]any {
-	tb.Helper()
-	var out []map[string]any
-	for line := range strings.Lines(s.String()) {
-		var rec map[string]any
-		require.NoError(tb, json.Unmarshal([]byte(line), &rec), "log line: %s", line)
-		out = append(out, rec)
-	}
-	return out
-}
-
-// recordsWithMsg returns the log records with the given message.
-func (s *syncBuffer) recordsWithMsg(tb testing.TB, msg string) []map[string]any {
-	tb.Helper()
-	var out []map[string]any
-	for _, r := range s.records(tb) {
-		if r["msg"] == msg {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 func readAll(tb testing.TB, r io.Reader) []byte {

@@ -29,7 +29,7 @@ func TestLongPathIsNotEchoedOrLoggedInFull(t *testing.T) {
 	require.True(t, strings.HasPrefix(p.Instance, "/aaa"), p.Instance)
 	require.LessOrEqual(t, len(p.Instance), httpserver.MaxEchoedPathBytes)
 
-	lines := b.logs.recordsWithMsg(t, "http request")
+	lines := b.logs.Records(t, "http request")
 	require.Len(t, lines, 1)
 	require.LessOrEqual(t, len(lines[0]["path"].(string)), httpserver.MaxEchoedPathBytes)
 }

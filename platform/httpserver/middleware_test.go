@@ -46,7 +46,7 @@ func TestPanicBecomes500AndServerStaysUp(t *testing.T) {
 	require.Equal(t, "fine", string(readAll(t, resp.Body)))
 	require.NoError(t, resp.Body.Close())
 
-	logged := b.logs.recordsWithMsg(t, "http: internal error")
+	logged := b.logs.Records(t, "http: internal error")
 	require.Len(t, logged, 3, "each panic is logged once")
 	require.Equal(t, "panic: nil map in handler", logged[0]["error"])
 	require.Contains(t, logged[0]["stack"], "runtime/debug.Stack")
@@ -108,7 +108,7 @@ func TestBodyLimit(t *testing.T) {
 	})
 
 	// Over-limit requests are not internal errors.
-	require.Empty(t, b.logs.recordsWithMsg(t, "http: internal error"))
+	require.Empty(t, b.logs.Records(t, "http: internal error"))
 }
 
 func TestRequestID(t *testing.T) {
@@ -150,8 +150,8 @@ func TestRequestID(t *testing.T) {
 	}
 
 	// Every access log line carries the request id through the context.
-	require.Len(t, b.logs.recordsWithMsg(t, "http request"), len(tests))
-	for _, rec := range b.logs.recordsWithMsg(t, "http request") {
+	require.Len(t, b.logs.Records(t, "http request"), len(tests))
+	for _, rec := range b.logs.Records(t, "http request") {
 		require.NotEmpty(t, rec["request_id"])
 		require.Equal(t, "/id", rec["route"])
 	}
@@ -167,7 +167,7 @@ func TestProbeSuccessesLogAtDebug(t *testing.T) {
 	b.do(t, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 
 	levels := map[string]string{}
-	for _, rec := range b.logs.recordsWithMsg(t, "http request") {
+	for _, rec := range b.logs.Records(t, "http request") {
 		levels[rec["route"].(string)] = rec["level"].(string)
 	}
 	require.Equal(t, map[string]string{"/healthz": "DEBUG", "/readyz": "WARN"}, levels)
@@ -256,7 +256,7 @@ func TestTracingRecordsOneSpanPerRequest(t *testing.T) {
 	require.Equal(t, "GET", spans[2].Name(), "no route, no template in the name")
 
 	// The access log links to the trace.
-	lines := b.logs.recordsWithMsg(t, "http request")
+	lines := b.logs.Records(t, "http request")
 	require.Len(t, lines, 3)
 	require.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", lines[0]["trace_id"])
 }

@@ -135,7 +135,7 @@ func TestUnknownErrorIsGeneric500AndLogged(t *testing.T) {
 	require.Equal(t, "https://pin.dev/problems/internal", p.Type)
 	require.NotContains(t, rec.Body.String(), "10.0.0.5")
 
-	logged := b.logs.recordsWithMsg(t, "http: internal error")
+	logged := b.logs.Records(t, "http: internal error")
 	require.Len(t, logged, 1)
 	require.Equal(t, "purchase.get: pq: connection to 10.0.0.5 refused", logged[0]["error"])
 	require.Equal(t, "trace-me", logged[0]["request_id"])
@@ -167,7 +167,7 @@ func TestClientClosedRequestIsNotA500(t *testing.T) {
 	require.Equal(t, httpserver.StatusClientClosedRequest, rec.Code)
 	require.Equal(t, 1.0, counterValue(t, b.reg, "pin_http_requests_total",
 		map[string]string{"route": "/slow", "method": "GET", "status": "499"}))
-	require.Empty(t, b.logs.recordsWithMsg(t, "http: internal error"))
+	require.Empty(t, b.logs.Records(t, "http: internal error"))
 }
 
 func TestProblemCalledDirectly(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// LogBuffer is a log sink for JSON log lines (observability.NewLogger)
-// that is safe for concurrent writers: the cycle, its batches and the test
-// all log at once.
+// LogBuffer is a log sink for JSON log lines (observability.NewLogger or
+// slog.NewJSONHandler) that is safe for concurrent writers: a server or
+// runner goroutine logs while the test reads.
 type LogBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -32,17 +32,27 @@ func (l *LogBuffer) String() string {
 	return l.buf.String()
 }
 
-// Records returns the records whose msg is msg, in order. Every line must
-// be a JSON record: a line that is not fails tb.
-func (l *LogBuffer) Records(tb testing.TB, msg string) []map[string]any {
+// All returns every record written so far, in order. Every line must be a
+// JSON record: a line that is not fails tb.
+func (l *LogBuffer) All(tb testing.TB) []map[string]any {
 	tb.Helper()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.String()), "\n") {
-		if line == "" {
+	for line := range strings.Lines(l.String()) {
+		if strings.TrimSpace(line) == "" {
 			continue
 		}
 		var rec map[string]any
 		require.NoError(tb, json.Unmarshal([]byte(line), &rec), line)
+		out = append(out, rec)
+	}
+	return out
+}
+
+// Records returns the records whose msg is msg, in order (see All).
+func (l *LogBuffer) Records(tb testing.TB, msg string) []map[string]any {
+	tb.Helper()
+	var out []map[string]any
+	for _, rec := range l.All(tb) {
 		if rec["msg"] == msg {
 			out = append(out, rec)
 		}

@@ -2,6 +2,9 @@ package testbed_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,4 +79,36 @@ func TestNewKafka(t *testing.T) {
 	fetches := cl.PollFetches(ctx)
 	require.NoError(t, fetches.Err())
 	require.Equal(t, "hi", string(fetches.Records()[0].Value))
+}
+
+// LogBuffer takes lines from concurrent writers whole and reads them back
+// as records.
+func TestLogBufferRecords(t *testing.T) {
+	t.Parallel()
+	logs := &testbed.LogBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() { logger.Info("written", "i", i) })
+	}
+	wg.Wait()
+	logger.Warn("other")
+	require.Len(t, logs.All(t), 21)
+	require.Len(t, logs.Records(t, "written"), 20)
+	require.Equal(t, "WARN", logs.Records(t, "other")[0]["level"])
+}
+
+// Eventually returns as soon as the condition holds, polling in the test's
+// goroutine.
+func TestEventuallyPollsUntilTheConditionHolds(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	testbed.Eventually(t, func() error {
+		calls++
+		if calls < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	require.Equal(t, 3, calls)
 }

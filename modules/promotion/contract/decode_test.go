@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,37 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/platform/testbed"
 )
 
-// logCapture is a logger whose records a test can read back.
-type logCapture struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (c *logCapture) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.Write(p)
-}
-
-// records returns the JSON log records written so far.
-func (c *logCapture) records(tb testing.TB) []map[string]any {
+// newLogCapture is a logger whose records a test can read back.
+func newLogCapture(tb testing.TB) (*slog.Logger, *testbed.LogBuffer) {
 	tb.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []map[string]any
-	for line := range strings.Lines(c.buf.String()) {
-		var rec map[string]any
-		require.NoError(tb, json.Unmarshal([]byte(line), &rec))
-		out = append(out, rec)
-	}
-	return out
-}
-
-func newLogCapture(tb testing.TB) (*slog.Logger, *logCapture) {
-	tb.Helper()
-	c := &logCapture{}
+	c := &testbed.LogBuffer{}
 	return slog.New(slog.NewJSONHandler(c, nil)), c
 }
 
@@ -71,7 +46,7 @@ func TestDecodeRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			requireEnvelopesEqual(t, tc.envelope, got)
 			require.True(t, got.OccurredAt.Equal(tc.envelope.OccurredAt))
-			require.Empty(t, logs.records(t))
+			require.Empty(t, logs.All(t))
 			require.NoError(t, got.Validate())
 		})
 	}
@@ -214,7 +189,7 @@ func TestDecodeKeepsUnknownEnumValues(t *testing.T) {
 			got, err := contract.Decode(replaceOnce(t, tc.old, tc.new), logger)
 			require.NoError(t, err)
 			tc.check(t, got)
-			recs := logs.records(t)
+			recs := logs.All(t)
 			require.Len(t, recs, 1)
 			require.Equal(t, "WARN", recs[0]["level"])
 			require.Equal(t, tc.field, recs[0]["field"])
@@ -232,7 +207,7 @@ func TestDecodeOtherContractVersion(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, got.ContractVersion)
 	require.Equal(t, contract.StatusActive, got.Payload.Status, "the rest is decoded as version 1")
-	recs := logs.records(t)
+	recs := logs.All(t)
 	require.Len(t, recs, 1)
 	require.Equal(t, "WARN", recs[0]["level"])
 	require.Equal(t, "contractVersion", recs[0]["field"])
@@ -248,7 +223,7 @@ func TestDecodeIgnoresUnknownFields(t *testing.T) {
 	got, err := contract.Decode(data, logger)
 	require.NoError(t, err)
 	requireEnvelopesEqual(t, validEnvelope(t), got)
-	require.Empty(t, logs.records(t))
+	require.Empty(t, logs.All(t))
 }
 
 // TestDecodeRejects covers what the compatibility rules never allow: a

@@ -2,6 +2,7 @@ package ports_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -111,11 +112,14 @@ END $$`, key), `CREATE TRIGGER expire_test_wait BEFORE UPDATE ON promotion.promo
 // lock: the batch is in flight, with its rows locked.
 func (b *expireRunnerBundle) waitForBlockedUpdate(tb testing.TB) {
 	tb.Helper()
-	waitUntil(tb, 20*time.Second, "the batch's UPDATE to block", func() bool {
+	testbed.Eventually(tb, func() error {
 		var n int
 		require.NoError(tb, b.db.SQL.QueryRowContext(b.ctx, `SELECT count(*) FROM pg_locks
 			WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n))
-		return n > 0
+		if n == 0 {
+			return errors.New("the batch's UPDATE does not block yet")
+		}
+		return nil
 	})
 }
 
@@ -129,15 +133,18 @@ func TestExpireRunnerStopCommitsBatchInFlight(t *testing.T) {
 		b.insertPurchase(t, time.Now().Add(-time.Hour))
 	}
 	release := b.blockUpdates(t)
-	rr := startRunner(t, b.runner(t, time.Hour, 30*time.Second))
+	stop := testbed.StartRunner(t, b.runner(t, time.Hour, 30*time.Second))
 	b.waitForBlockedUpdate(t)
 	require.Equal(t, 5, b.lockedRows(t), "the batch holds its rows")
 
-	rr.cancel()
-	require.False(t, rr.returned(200*time.Millisecond), "Run returned while its batch was in flight")
+	stopped := stopInBackground(stop)
+	select {
+	case <-stopped:
+		t.Fatal("Run returned while its batch was in flight")
+	case <-time.After(200 * time.Millisecond):
+	}
 	release()
-	require.True(t, rr.returned(20*time.Second), "Run did not return after its batch finished")
-	require.NoError(t, rr.err)
+	<-stopped
 
 	require.Equal(t, map[string]int{"Expired": 5}, promotiontest.StatusCounts(t, b.db), "committed whole")
 	require.Equal(t, 5, promotiontest.OutboxCount(t, b.db))
@@ -155,17 +162,20 @@ func TestExpireRunnerBudgetRollsBackBatchInFlight(t *testing.T) {
 		b.insertPurchase(t, time.Now().Add(-time.Hour))
 	}
 	release := b.blockUpdates(t)
-	rr := startRunner(t, b.runner(t, time.Hour, 750*time.Millisecond))
+	stop := testbed.StartRunner(t, b.runner(t, time.Hour, 750*time.Millisecond))
 	b.waitForBlockedUpdate(t)
-	rr.cancel()
-	require.True(t, rr.returned(20*time.Second), "Run did not return after the cycle budget")
-	require.NoError(t, rr.err)
+	stop() // returns once the cycle budget has run out
 	require.Contains(t, b.logs.String(), `"msg":"cycle failed"`)
 
 	// The server session may still be waiting on the lock after the client
 	// gave up; once it can move, it finds its client gone and rolls back.
 	release()
-	waitUntil(t, 20*time.Second, "the rolled-back batch to release its locks", func() bool { return b.lockedRows(t) == 0 })
+	testbed.Eventually(t, func() error {
+		if n := b.lockedRows(t); n > 0 {
+			return fmt.Errorf("the rolled-back batch still locks %d rows", n)
+		}
+		return nil
+	})
 	require.Equal(t, map[string]int{"Active": 5}, promotiontest.StatusCounts(t, b.db), "rolled back whole")
 	require.Zero(t, promotiontest.OutboxCount(t, b.db))
 }
@@ -178,22 +188,24 @@ func TestExpireRunnerSLO(t *testing.T) {
 	t.Parallel()
 	const interval = 300 * time.Millisecond
 	b := newExpireRunnerBundle(t)
-	rr := startRunner(t, b.runner(t, interval, interval))
+	stop := testbed.StartRunner(t, b.runner(t, interval, interval))
 	endsAt := time.Now().Add(interval + 150*time.Millisecond).UTC().Truncate(time.Microsecond)
 	id := b.insertPurchase(t, endsAt)
 
 	var expiredAt time.Time
-	waitUntil(t, 20*time.Second, "the purchase to expire", func() bool {
+	testbed.Eventually(t, func() error {
 		var status string
 		require.NoError(t, b.db.SQL.QueryRowContext(b.ctx,
 			`SELECT status, updated_at FROM promotion.promotion_purchases WHERE id = $1`, id).Scan(&status, &expiredAt))
-		return status == "Expired"
+		if status != "Expired" {
+			return fmt.Errorf("the purchase is %s", status)
+		}
+		return nil
 	})
 	observed := time.Now()
-	rr.cancel()
 	// "promotion expired" is logged after the commit: wait for the cycle to
 	// finish before reading the log.
-	require.True(t, rr.returned(20*time.Second), "Run did not return")
+	stop()
 
 	// The cycle that expired it is the first one with AsOf >= EndsAt.
 	cycles := b.logs.Records(t, "cycle started")

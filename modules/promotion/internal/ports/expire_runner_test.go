@@ -1,11 +1,9 @@
 package ports_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/platform/testbed"
 )
 
 // fakeCycle records when cycles run; each call takes what durations says
@@ -63,54 +62,25 @@ func (f *fakeCycle) snapshot() (starts, ends []time.Time) {
 	return append([]time.Time(nil), f.starts...), append([]time.Time(nil), f.ends...)
 }
 
-// waitUntil polls cond every few milliseconds until it holds, failing tb
-// after timeout.
-func waitUntil(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+// startsSince returns when the cycles started, as offsets from t0.
+func (f *fakeCycle) startsSince(t0 time.Time) []time.Duration {
+	starts, _ := f.snapshot()
+	out := make([]time.Duration, len(starts))
+	for i, s := range starts {
+		out[i] = s.Sub(t0)
 	}
+	return out
 }
 
-// runningRunner is a runner started by startRunner.
-type runningRunner struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-}
-
-// startRunner runs r until the test ends or stop is called.
-func startRunner(tb testing.TB, r *ports.ExpireRunner) *runningRunner {
-	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	rr := &runningRunner{cancel: cancel, done: make(chan struct{})}
+// stopInBackground calls stop, which returns once Run has, in a goroutine;
+// the channel closes then, so a test can see that Run still waits.
+func stopInBackground(stop func()) <-chan struct{} {
+	stopped := make(chan struct{})
 	go func() {
-		rr.err = r.Run(ctx)
-		close(rr.done)
+		stop()
+		close(stopped)
 	}()
-	tb.Cleanup(func() {
-		cancel()
-		select {
-		case <-rr.done:
-		case <-time.After(30 * time.Second):
-			tb.Errorf("runner did not stop")
-		}
-	})
-	return rr
-}
-
-// returned reports whether Run returned within d.
-func (rr *runningRunner) returned(d time.Duration) bool {
-	select {
-	case <-rr.done:
-		return true
-	case <-time.After(d):
-		return false
-	}
+	return stopped
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -124,80 +94,66 @@ func TestExpireRunnerName(t *testing.T) {
 
 // The first cycle runs right at start, not one interval later.
 func TestExpireRunnerFirstCycleAtStart(t *testing.T) {
-	t.Parallel()
-	cycle := &fakeCycle{}
-	r, err := ports.NewExpireRunner(cycle, app.ExpirePromotions{}, time.Hour, discardLogger())
-	require.NoError(t, err)
-	rr := startRunner(t, r)
-	waitUntil(t, 5*time.Second, "the first cycle", func() bool { s, _ := cycle.snapshot(); return len(s) == 1 })
-	rr.cancel()
-	require.True(t, rr.returned(5*time.Second))
-	require.NoError(t, rr.err)
-	starts, _ := cycle.snapshot()
-	require.Len(t, starts, 1)
+	synctest.Test(t, func(t *testing.T) {
+		cycle := &fakeCycle{}
+		r, err := ports.NewExpireRunner(cycle, app.ExpirePromotions{}, time.Hour, discardLogger())
+		require.NoError(t, err)
+		t0 := time.Now()
+		stop := testbed.StartRunner(t, r)
+		synctest.Wait()
+		stop()
+		require.Equal(t, []time.Duration{0}, cycle.startsSince(t0))
+	})
 }
 
 // Ticks that fall while a cycle overruns the interval are skipped, not
-// queued: after a cycle of 2.25 intervals the next cycle waits for the
-// next tick on the grid (3 intervals after the start) instead of starting
-// at once, and cycles never overlap.
+// queued: after a cycle of 2.25 intervals the next cycle starts on the
+// next tick of the grid (3 intervals after the start), not at once, and
+// cycles never overlap.
 func TestExpireRunnerSkipsTicksMissedDuringOverrun(t *testing.T) {
-	t.Parallel()
-	const interval = 200 * time.Millisecond
-	cycle := &fakeCycle{durations: []time.Duration{interval*9/4 + 0, 0}}
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		logMu.Lock()
-		defer logMu.Unlock()
-		return logs.Write(p)
-	}), nil))
-	r, err := ports.NewExpireRunner(cycle, app.ExpirePromotions{}, interval, logger)
-	require.NoError(t, err)
-	rr := startRunner(t, r)
-	waitUntil(t, 10*time.Second, "three cycles", func() bool { s, _ := cycle.snapshot(); return len(s) >= 3 })
-	rr.cancel()
-	require.True(t, rr.returned(5*time.Second))
-	require.NoError(t, rr.err)
+	synctest.Test(t, func(t *testing.T) {
+		const interval = time.Minute
+		cycle := &fakeCycle{durations: []time.Duration{interval * 9 / 4, 0}}
+		logs := &testbed.LogBuffer{}
+		r, err := ports.NewExpireRunner(cycle, app.ExpirePromotions{}, interval, slog.New(slog.NewJSONHandler(logs, nil)))
+		require.NoError(t, err)
+		t0 := time.Now()
+		stop := testbed.StartRunner(t, r)
+		time.Sleep(4*interval + time.Second)
+		stop()
 
-	starts, ends := cycle.snapshot()
-	require.False(t, cycle.overlap.Load(), "cycles overlapped")
-	// A queued tick would start cycle 2 right when cycle 1 ends; a skipped
-	// one makes it wait for the tick at 3 intervals.
-	gap := starts[1].Sub(ends[0])
-	require.GreaterOrEqual(t, gap, interval/4, "cycle 2 started %s after cycle 1 ended: a missed tick was queued", gap)
-	require.GreaterOrEqual(t, starts[1].Sub(starts[0]), 3*interval-10*time.Millisecond)
-	// After the overrun the schedule is the plain grid again.
-	require.GreaterOrEqual(t, starts[2].Sub(starts[1]), interval/2)
-	logMu.Lock()
-	defer logMu.Unlock()
-	require.Contains(t, logs.String(), "missed ticks skipped")
-	require.Equal(t, 1, strings.Count(logs.String(), "missed ticks skipped"))
+		require.False(t, cycle.overlap.Load(), "cycles overlapped")
+		require.Equal(t, []time.Duration{0, 3 * interval, 4 * interval}, cycle.startsSince(t0),
+			"a queued tick would start cycle 2 at 2.25 intervals")
+		skipped := logs.Records(t, "cycle overran the interval; missed ticks skipped")
+		require.Len(t, skipped, 1)
+		require.EqualValues(t, 2, skipped[0]["skipped_ticks"])
+	})
 }
-
-type writerFunc func(p []byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // On stop, Run returns only after the cycle in flight has finished, and the
 // cycle sees the cancelled context (it finishes its batch whole under
 // context.WithoutCancel; see the adapters' tests).
 func TestExpireRunnerWaitsForCycleInFlight(t *testing.T) {
-	t.Parallel()
-	cycle := &fakeCycle{block: make(chan struct{})}
-	r, err := ports.NewExpireRunner(cycle, app.ExpirePromotions{}, time.Hour, discardLogger())
-	require.NoError(t, err)
-	rr := startRunner(t, r)
-	waitUntil(t, 5*time.Second, "a cycle in flight", func() bool { s, _ := cycle.snapshot(); return len(s) == 1 })
-
-	rr.cancel()
-	require.False(t, rr.returned(100*time.Millisecond), "Run returned while a cycle was in flight")
-	close(cycle.block)
-	require.True(t, rr.returned(5*time.Second), "Run did not return after the cycle finished")
-	require.NoError(t, rr.err)
-	_, ends := cycle.snapshot()
-	require.Len(t, ends, 1)
-	require.Error(t, cycle.ctxs[0].Err(), "the cycle got the runner's context")
+	synctest.Test(t, func(t *testing.T) {
+		cycle := &fakeCycle{block: make(chan struct{})}
+		r, err := ports.NewExpireRunner(cycle, app.ExpirePromotions{}, time.Hour, discardLogger())
+		require.NoError(t, err)
+		stop := testbed.StartRunner(t, r)
+		synctest.Wait() // the first cycle is in flight, blocked
+		stopped := stopInBackground(stop)
+		synctest.Wait()
+		select {
+		case <-stopped:
+			t.Fatal("Run returned while a cycle was in flight")
+		default:
+		}
+		close(cycle.block)
+		<-stopped
+		_, ends := cycle.snapshot()
+		require.Len(t, ends, 1)
+		require.Error(t, cycle.ctxs[0].Err(), "the cycle got the runner's context")
+	})
 }
 
 func TestNewExpireRunnerRejectsBadConfig(t *testing.T) {
@@ -223,12 +179,9 @@ func TestExpireRunnerTicksOneIntervalApart(t *testing.T) {
 		})
 		r, err := ports.NewExpireRunner(cycle, app.ExpirePromotions{}, 0, slog.New(slog.DiscardHandler))
 		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-		go func() { done <- r.Run(ctx) }()
+		stop := testbed.StartRunner(t, r)
 		time.Sleep(5*ports.DefaultExpireInterval + time.Second)
-		cancel()
-		require.NoError(t, <-done)
+		stop()
 		require.Len(t, starts, 6, "one cycle at start, then one per interval")
 		for i := 1; i < len(starts); i++ {
 			require.Equal(t, ports.DefaultExpireInterval, starts[i].Sub(starts[i-1]))
