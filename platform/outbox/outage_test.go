@@ -62,11 +62,14 @@ func TestBrokerDownTenSecondsUnderTraffic(t *testing.T) {
 	c := newConsumer(t, brokers)
 	c.until(t, 20)
 	down.Store(true)
-	time.Sleep(10 * time.Second) // the outage, traffic going on
+	refused := metricValue(t, reg, "pin_outbox_publish_errors_total")
+	time.Sleep(10 * time.Second) // the outage's length, traffic going on
+	// The relay met the outage (a backlog alone would hold had it not run).
+	require.Greater(t, metricValue(t, reg, "pin_outbox_publish_errors_total"), refused, "the relay never met the outage")
 	backlog, _, _ := b.stats(t)
 	require.Positive(t, backlog, "what Kafka refused stays unacknowledged")
 	down.Store(false)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // traffic after the outage
 	close(stop)
 	wg.Wait()
 

@@ -627,22 +627,10 @@ func TestExpireSelectionUsesPartialIndex(t *testing.T) {
 	t.Logf("selection plan with 25000 terminal rows:\n%s", plan)
 }
 
-// The whole batch of 200 (select, targets, transition, one UPDATE, one
-// outbox insert, commit) is timed; the target is about 7 ms on the
-// development machine (see BenchmarkExpireBatch200 for the figure without
-// the race detector).
-func TestExpireBatchTime(t *testing.T) {
-	t.Parallel()
-	b := newExpireBundle(t)
-	b.insertDue(t, 200)
-	res := b.run(t, 200, 1)
-	require.Equal(t, 200, res.Expired)
-	t.Logf("one batch of 200: %s (race detector: see the benchmark for the real figure)", res.Duration)
-	require.Less(t, res.Duration, 5*time.Second)
-}
-
 // BenchmarkExpireBatch200 measures one cycle of one full batch of 200 due
-// purchases: go test -run '^$' -bench ExpireBatch200 ./modules/promotion/internal/adapters/
+// purchases (a test cannot: under the race detector on a shared machine a
+// bound loose enough never to fail would assert nothing):
+// go test -run '^$' -bench ExpireBatch200 ./modules/promotion/internal/adapters/
 // It also reports the Go process's CPU time per batch (go-cpu-ms/op), which
 // a machine busy with other work inflates less than the wall time.
 func BenchmarkExpireBatch200(b *testing.B) {
