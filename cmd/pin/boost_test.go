@@ -175,11 +175,14 @@ func TestBoostProjectionSurvivesSIGKILL(t *testing.T) {
 	})
 
 	// Kill once the consumer is well into the stream.
-	require.Eventually(t, func() bool {
+	testbed.Eventually(t, func() error {
 		var applied int
 		require.NoError(t, db.SQL.QueryRow(`SELECT count(*) FROM consumer.inbox WHERE consumer = 'boost'`).Scan(&applied))
-		return applied >= 60
-	}, testbed.ForwardDeadline, 5*time.Millisecond)
+		if applied < 60 {
+			return fmt.Errorf("the consumer applied %d of 60 events", applied)
+		}
+		return nil
+	})
 	require.NoError(t, consumer.cmd.Process.Signal(syscall.SIGKILL))
 	<-consumer.waited
 	consumer.waited <- nil // for the cleanup
@@ -194,15 +197,13 @@ func TestBoostProjectionSurvivesSIGKILL(t *testing.T) {
 		SELECT target_kind || ' ' || target_id || ' ' || boost_weight || ' ' || active_purchases
 		FROM boost.target_boosts ORDER BY 1`
 	var want, got []string
-	deadline := time.Now().Add(testbed.ForwardDeadline)
-	for {
+	testbed.Eventually(t, func() error {
 		want, got = queryStrings(t, db, fromDB), queryStrings(t, db, projected)
-		if fmt.Sprint(want) == fmt.Sprint(got) && appliedEverything(t, db) {
-			break
+		if fmt.Sprint(want) != fmt.Sprint(got) || !appliedEverything(t, db) {
+			return fmt.Errorf("projection\n%v\ndiffers from the database\n%v", got, want)
 		}
-		require.True(t, time.Now().Before(deadline), "projection\n%v\ndiffers from the database\n%v", got, want)
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	require.Len(t, want, len(projects))
 	var events, inbox int
 	require.NoError(t, db.SQL.QueryRow(`SELECT sum(version) FROM promotion.promotion_purchases`).Scan(&events))

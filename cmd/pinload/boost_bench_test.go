@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -58,10 +59,13 @@ func BenchmarkBoostEndToEnd(b *testing.B) {
 
 		var purchases, applied int
 		require.NoError(b, db.SQL.QueryRow(`SELECT count(*) FROM promotion.promotion_purchases`).Scan(&purchases))
-		require.Eventually(b, func() bool {
+		testbed.Eventually(b, func() error {
 			require.NoError(b, db.SQL.QueryRow(`SELECT count(*) FROM boost.target_boosts`).Scan(&applied))
-			return applied == purchases
-		}, testbed.ForwardDeadline, 50*time.Millisecond, "%d of %d purchases in the projection", applied, purchases)
+			if applied != purchases {
+				return fmt.Errorf("%d of %d purchases in the projection", applied, purchases)
+			}
+			return nil
+		})
 
 		var p50, p99, maxMS float64
 		require.NoError(b, db.SQL.QueryRow(`

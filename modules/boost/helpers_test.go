@@ -3,6 +3,7 @@ package boost_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -170,15 +171,12 @@ func (b *bundle) get(tb testing.TB, path string) (int, string) {
 // requireBoost polls the route until the target shows weight and active.
 func (b *bundle) requireBoost(tb testing.TB, t contract.Target, weight, active int) {
 	tb.Helper()
-	deadline := time.Now().Add(testbed.ForwardDeadline)
-	for {
-		w, a := b.boostOf(tb, t)
-		if w == weight && a == active {
-			return
+	testbed.Eventually(tb, func() error {
+		if w, a := b.boostOf(tb, t); w != weight || a != active {
+			return fmt.Errorf("boost of %s: want %d/%d, have %d/%d", t.TargetID, weight, active, w, a)
 		}
-		require.True(tb, time.Now().Before(deadline), "boost of %s: want %d/%d, have %d/%d", t.TargetID, weight, active, w, a)
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // counter is the value of a counter of the boost consumer.
@@ -190,11 +188,12 @@ func (b *bundle) counter(tb testing.TB, name string) float64 {
 // waitConsumed polls until the consumer acknowledged at least n records.
 func (b *bundle) waitConsumed(tb testing.TB, n float64) {
 	tb.Helper()
-	deadline := time.Now().Add(testbed.ForwardDeadline)
-	for b.counter(tb, "pin_consumer_consumed_total") < n {
-		require.True(tb, time.Now().Before(deadline), "consumed %v of %v records", b.counter(tb, "pin_consumer_consumed_total"), n)
-		time.Sleep(20 * time.Millisecond)
-	}
+	testbed.Eventually(tb, func() error {
+		if got := b.counter(tb, "pin_consumer_consumed_total"); got < n {
+			return fmt.Errorf("consumed %v of %v records", got, n)
+		}
+		return nil
+	})
 }
 
 // delaySamples is the sample count of the delay histogram.

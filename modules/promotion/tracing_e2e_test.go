@@ -2,6 +2,7 @@ package promotion_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -108,23 +109,21 @@ func (b *tracedBundle) record(tb testing.TB, purchaseID string, status contract.
 // acknowledgement, which a consumer may see first), so it is polled for.
 func (b *tracedBundle) span(tb testing.TB, what string, match func(tracetest.SpanStub) bool) tracetest.SpanStub {
 	tb.Helper()
-	deadline := time.Now().Add(testbed.ForwardDeadline)
-	for {
-		var found []tracetest.SpanStub
+	var found []tracetest.SpanStub
+	testbed.Eventually(tb, func() error {
+		found = nil
 		for _, s := range b.spans.GetSpans() {
 			if match(s) {
 				found = append(found, s)
 			}
 		}
 		require.LessOrEqual(tb, len(found), 1, "more than one span is %s", what)
-		if len(found) == 1 {
-			return found[0]
+		if len(found) == 0 {
+			return fmt.Errorf("no span is %s", what)
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("no span is %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return found[0]
 }
 
 // requireDescendant checks that s lies under ancestor in the recorded tree:

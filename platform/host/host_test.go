@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,24 +57,28 @@ func TestRunnerPanicsAndErrorsAreRestarted(t *testing.T) {
 }
 
 func TestStopWaitsForTheCycleInFlight(t *testing.T) {
-	t.Parallel()
-	h, _ := newHost(t, host.Config{ShutdownTimeout: 5 * time.Second})
-	started := make(chan struct{})
-	var finished atomic.Bool
-	h.AddRunner(funcRunner{"cycle", func(ctx context.Context) error {
-		close(started)
-		<-ctx.Done()
-		time.Sleep(50 * time.Millisecond) // the cycle in flight finishes its batch
-		finished.Store(true)
-		return nil
-	}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	<-started
-	cancel()
-	require.NoError(t, <-done)
-	require.True(t, finished.Load(), "Run returned before the runner finished")
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := newHost(t, host.Config{ShutdownTimeout: 5 * time.Second})
+		const batch = time.Second
+		started := make(chan struct{})
+		var finished atomic.Bool
+		h.AddRunner(funcRunner{"cycle", func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			time.Sleep(batch) // the cycle in flight finishes its batch
+			finished.Store(true)
+			return nil
+		}})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- h.Run(ctx) }()
+		<-started
+		stopped := time.Now()
+		cancel()
+		require.NoError(t, <-done)
+		require.True(t, finished.Load(), "Run returned before the runner finished")
+		require.Equal(t, batch, time.Since(stopped), "Run returned when the runner did")
+	})
 }
 
 func TestStopOverrunningTheTimeoutIsAnError(t *testing.T) {

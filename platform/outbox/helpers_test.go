@@ -166,16 +166,15 @@ func headers(r *kgo.Record) map[string]string {
 	return h
 }
 
-// waitFor polls cond until it holds or testbed.ForwardDeadline passes.
+// waitFor polls cond until it holds (testbed.Eventually).
 func waitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(testbed.ForwardDeadline)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
+	testbed.Eventually(tb, func() error {
+		if !cond() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func (b testBundle) stats(tb testing.TB) (backlog int64, age time.Duration, dead int64) {

@@ -144,19 +144,12 @@ func TestRelayWaitsForBrokerAndResumesInOrder(t *testing.T) {
 
 func startKfakeOn(tb testing.TB, port int) *kfake.Cluster {
 	tb.Helper()
-	var (
-		c   *kfake.Cluster
-		err error
-	)
-	// The port was just released; retry briefly in case it lingers.
-	for range 50 {
+	var c *kfake.Cluster
+	// The port was just released; retry in case it lingers.
+	testbed.Eventually(tb, func() (err error) {
 		c, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(testbed.KafkaPartitions, topic))
-		if err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	require.NoError(tb, err)
+		return err
+	})
 	tb.Cleanup(c.Close)
 	return c
 }
