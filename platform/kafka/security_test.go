@@ -1,8 +1,9 @@
 package kafka_test
 
 import (
-	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -132,10 +133,7 @@ func TestTopicCheckExportsThePartitionCount(t *testing.T) {
 	var logs testbed.LogBuffer
 	check, err := kafka.NewTopicCheck(brokers, sec, []kafka.Topic{{Name: secTopic, Partitions: 3}}, 20*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)), reg)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- check.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	testbed.StartRunner(t, check)
 
 	gauge := func() (float64, bool) {
 		mfs, err := reg.Gather()
@@ -149,15 +147,25 @@ func TestTopicCheckExportsThePartitionCount(t *testing.T) {
 		}
 		return 0, false
 	}
-	is := func(want float64) func() bool {
-		return func() bool { v, ok := gauge(); return ok && v == want }
+	is := func(want float64) func() error {
+		return func() error {
+			if v, ok := gauge(); !ok || v != want {
+				return fmt.Errorf("partition gauge: want %v, have %v (exported: %v); log:\n%s", want, v, ok, logs.String())
+			}
+			return nil
+		}
 	}
-	require.Eventually(t, is(0), 10*time.Second, 10*time.Millisecond, "a missing topic is 0; log:\n%s", &logs)
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "kafka topic missing") }, 10*time.Second, 10*time.Millisecond)
+	testbed.Eventually(t, is(0)) // a missing topic is 0
+	testbed.Eventually(t, func() error {
+		if !strings.Contains(logs.String(), "kafka topic missing") {
+			return errors.New("the missing topic is not logged")
+		}
+		return nil
+	})
 
 	_, err = kafka.CreateTopics(brokers, sec, []kafka.Topic{{Name: secTopic, Partitions: 3}}, kafka.CreateOptions{ReplicationFactor: 1, Retention: time.Hour})
 	require.NoError(t, err)
-	require.Eventually(t, is(3), 10*time.Second, 10*time.Millisecond, "a later check sees the topic")
+	testbed.Eventually(t, is(3)) // a later check sees the topic
 }
 
 func brokerWith(server *tls.Config, mechanism string) testbed.KafkaSecurity {
