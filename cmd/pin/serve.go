@@ -98,7 +98,7 @@ func (p *platform) promotionModule(authn *auth.Authenticator, publisher *outbox.
 		Registerer:     p.reg,
 		TracerProvider: p.tp,
 		Now:            time.Now,
-		Expire: promotion.ExpireConfig{
+		Expire: promotion.ExpireSettings{
 			Interval:           p.cfg.ExpireInterval,
 			BatchSize:          p.cfg.ExpireBatchSize,
 			MaxBatchesPerCycle: p.cfg.ExpireMaxBatchesPerCycle,

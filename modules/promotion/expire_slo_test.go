@@ -49,8 +49,8 @@ import (
 // a whole interval later, and the relay may then be in its full pause).
 func TestExpiredEventReachesKafkaWithinOneInterval(t *testing.T) {
 	t.Parallel()
-	const (
-		interval = ports.DefaultExpireInterval
+	var (
+		interval = promotion.DefaultExpireSettings().Interval
 		relayGap = outbox.DefaultPollInterval
 		bound    = interval + relayGap
 	)

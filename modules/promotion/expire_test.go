@@ -29,7 +29,7 @@ func expireModule(tb testing.TB, db *gorm.DB, reg prometheus.Registerer) *promot
 	tb.Helper()
 	m, _ := newModule(tb, db, wiring{
 		registerer: reg,
-		expire:     promotion.ExpireConfig{Interval: time.Minute, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: 30 * time.Second},
+		expire:     promotion.ExpireSettings{Interval: time.Minute, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: 30 * time.Second},
 	})
 	return m
 }
@@ -127,8 +127,7 @@ func TestExpireOnce(t *testing.T) {
 	require.Equal(t, 2, res.Expired, "a batch of 3: the poison item and two others")
 	require.Equal(t, 1, res.Failed)
 	require.Zero(t, res.SkippedLocked)
-	_, err = uuid.Parse(res.RunID)
-	require.NoError(t, err)
+	require.NotEqual(t, uuid.Nil, res.RunID)
 	require.Equal(t, time.UTC, res.AsOf.Location())
 
 	line, err := json.Marshal(res)
@@ -141,7 +140,7 @@ func TestExpireOnce(t *testing.T) {
 	}
 	sort.Strings(keys)
 	require.Equal(t, []string{"asOf", "durationMs", "expired", "failed", "runId", "skippedLocked"}, keys)
-	require.Equal(t, res.RunID, fields["runId"])
+	require.Equal(t, res.RunID.String(), fields["runId"])
 	require.EqualValues(t, 2, fields["expired"])
 
 	again, err := m.ExpireOnce(context.Background(), 0)

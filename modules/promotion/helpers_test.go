@@ -89,7 +89,7 @@ func newTestBundle(tb testing.TB) *testBundle {
 type wiring struct {
 	registerer prometheus.Registerer
 	tp         trace.TracerProvider
-	expire     promotion.ExpireConfig
+	expire     promotion.ExpireSettings
 	// apiPool, when set, gives the API a pool of its own, as `pin serve`
 	// does (postgres.APIPool).
 	apiPool *postgres.PoolConfig

@@ -51,21 +51,16 @@ type Deps struct {
 	// Now is the clock; time.Now when nil. Tests move it.
 	Now func() time.Time
 	// Expire configures the expiry job.
-	Expire ExpireConfig
+	Expire ExpireSettings
 }
 
-// ExpireConfig configures the expiry job (PIN_EXPIRE_* variables).
-type ExpireConfig struct {
-	// Interval is the time between cycles (1m to 5m).
-	Interval time.Duration
-	// BatchSize is the most purchases one batch expires (1 to 10000).
-	BatchSize int
-	// MaxBatchesPerCycle is how many batches one cycle may run while a
-	// backlog remains.
-	MaxBatchesPerCycle int
-	// CycleBudget is the time after which a cycle starts no further batch.
-	CycleBudget time.Duration
-}
+// ExpireSettings are the expiry job's settings (PIN_EXPIRE_* variables);
+// zero Interval, BatchSize and CycleBudget mean DefaultExpireSettings'.
+type ExpireSettings = app.ExpireSettings
+
+// DefaultExpireSettings are the job's defaults, the ones interfaces.md
+// gives for PIN_EXPIRE_*.
+func DefaultExpireSettings() ExpireSettings { return app.DefaultExpireSettings() }
 
 // Name is the module's stable name in logs and metrics.
 const Name = "promotion"

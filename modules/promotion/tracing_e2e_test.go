@@ -230,8 +230,8 @@ func TestTraceExpiryCycleReachesTheKafkaHeader(t *testing.T) {
 	rec := b.record(t, p.ID, contract.StatusExpired)
 	cycle := b.span(t, "the expiry cycle", func(s tracetest.SpanStub) bool { return s.Name == cycleSpanName })
 	require.False(t, cycle.Parent.IsValid(), "a cycle starts its own trace")
-	require.Equal(t, res.RunID, stubAttr(cycle, "pin.run_id"))
-	require.Equal(t, res.RunID, recordHeaders(rec)["correlation_id"], "the correlation id is the run id")
+	require.Equal(t, res.RunID.String(), stubAttr(cycle, "pin.run_id"))
+	require.Equal(t, res.RunID.String(), recordHeaders(rec)["correlation_id"], "the correlation id is the run id")
 
 	carried := b.requireCarriedTo(t, cycle, rec)
 	require.Equal(t, cycle.SpanContext.TraceID(), carried.TraceID(),

@@ -51,7 +51,7 @@ func newExpireBundle(tb testing.TB) *expireBundle {
 	reg := prometheus.NewRegistry()
 	metrics, err := app.NewExpireMetrics(reg)
 	require.NoError(tb, err)
-	cycle, err := app.NewExpirePromotionsHandler(app.ExpireConfig{
+	cycle, err := app.NewExpirePromotionsHandler(app.ExpireDeps{
 		Store: store, Logger: logger, Metrics: metrics, TracerProvider: tp,
 	})
 	require.NoError(tb, err)
@@ -67,9 +67,9 @@ func newExpireBundle(tb testing.TB) *expireBundle {
 }
 
 // run runs one cycle with the given batch size and batch limit.
-func (b *expireBundle) run(tb testing.TB, batchSize, maxBatches int) app.ExpireResult {
+func (b *expireBundle) run(tb testing.TB, batchSize, maxBatches int) app.ExpireCycleResult {
 	tb.Helper()
-	res, err := b.cycle.Handle(b.ctx, app.ExpirePromotions{BatchSize: batchSize, MaxBatchesPerCycle: maxBatches})
+	res, err := b.cycle.Handle(b.ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: maxBatches}.WithDefaults())
 	require.NoError(tb, err)
 	return res
 }

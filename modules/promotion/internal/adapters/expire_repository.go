@@ -53,22 +53,10 @@ type expiryCandidate struct {
 	events []*message.Message // one per publication
 }
 
-// ExpireBatch implements app.ExpireStore. b.Expire must be safe to call
-// from several goroutines for different purchases. The order of work inside
-// the transaction:
-//
-//  1. SELECT ... FOR UPDATE SKIP LOCKED of the due rows (the partial index
-//     promotion_purchases_expiry_idx serves it), then the targets of all of
-//     them in one query (loadExpiryTargets);
-//  2. the skipped-locked count (countSkippedLocked);
-//  3. in Go, per purchase: the domain transition and the event; a purchase
-//     that fails either is set aside before anything is written;
-//  4. one UPDATE for the rest (writeTransitions), which falls back to a
-//     savepoint per row only if the set-based statement fails;
-//  5. one outbox insert with the events of the rows actually updated.
-//
-// The rows stay locked until the commit, so no cancellation can slip
-// between the transition and its event.
+// ExpireBatch implements app.ExpireStore; b.Expire may run on several
+// goroutines. Every poison check (transition, event) runs before the first
+// write, and the rows stay locked until the commit, so no cancellation can
+// slip between a transition and its event.
 func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
 	if b.Limit <= 0 || b.Expire == nil {
 		return app.ExpireBatchResult{}, errors.New("expire batch: a positive limit and an Expire func are required")
@@ -138,19 +126,15 @@ func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (
 // (promotion.expire_poison); such a purchase is left to the retry slot.
 const knownPoison = `EXISTS (SELECT 1 FROM ` + expirePoisonTable + ` AS x WHERE x.purchase_id = ` + purchasesTable + `.id)`
 
-// PoisonRetrySlots is how many known poison purchases a batch of limit
-// purchases retries besides its limit: a tenth of it, at least one. They
-// never take a slot of the limit, so a backlog of poison cannot hold up a
-// healthy purchase for more than the cycles that first meet the poison.
+// PoisonRetrySlots is how many known poison purchases a batch retries
+// beyond its limit (a tenth, at least one): outside the limit, so poison
+// never takes a healthy purchase's slot.
 func PoisonRetrySlots(limit int) int { return max(limit/10, 1) }
 
-// dueQuery is the selection of a batch: Active purchases with EndsAt <=
-// asOf that are not known poison, oldest first, ties by id, locked FOR
-// UPDATE SKIP LOCKED. Its WHERE
-// and ORDER BY match the partial index promotion_purchases_expiry_idx
-// (ends_at, id) WHERE status = 'Active', so the cost does not grow with the
-// Expired and Cancelled rows; the LIMIT applies after the locking, so rows
-// held elsewhere do not make the batch smaller.
+// dueQuery selects a batch: due Active purchases that are not known poison,
+// oldest first, FOR UPDATE SKIP LOCKED. WHERE and ORDER BY match the partial
+// index promotion_purchases_expiry_idx, so Expired and Cancelled rows cost
+// nothing.
 func dueQuery(db *gorm.DB, asOf time.Time, limit int, exclude []uuid.UUID) *gorm.DB {
 	q := db.Model(&purchaseModel{}).
 		Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Options: clause.LockingOptionsSkipLocked}).
@@ -289,19 +273,10 @@ func loadExpiryTargets(ctx context.Context, tx postgres.Tx, ids []uuid.UUID) (ma
 	return out, nil
 }
 
-// countSkippedLocked measures how many due rows the selection passed over
-// because another transaction held them (an expiry batch of another
-// instance, or a cancellation in flight).
-//
-// SKIP LOCKED does not say what it skipped, so the rows are counted without
-// locking: a plain read does not wait for row locks, and sees rows held by
-// uncommitted transactions as still Active. The count covers the window the
-// selection scanned: up to its last row when the batch is full (rows beyond
-// it were not reached, not skipped), all due rows when it is not. From it the
-// batch's own rows (and the cycle's excluded poison items) are subtracted.
-// The scan is capped at Limit skipped rows, so it costs at most two batches'
-// worth of index entries. The count is taken a moment after the selection,
-// so a holder that committed in between is not counted (a small undercount).
+// countSkippedLocked counts the due rows the selection passed over because
+// another transaction held them. SKIP LOCKED does not say, so a plain read
+// (which does not wait for locks) counts the window the selection scanned,
+// capped at two batches of index entries, minus the batch's own rows.
 func countSkippedLocked(ctx context.Context, tx postgres.Tx, b app.ExpireBatch, selected []purchaseModel) (int, error) {
 	query := `SELECT count(*) FROM (
 	SELECT 1 FROM ` + purchasesTable + `
@@ -337,10 +312,9 @@ func countSkippedLocked(ctx context.Context, tx postgres.Tx, b app.ExpireBatch, 
 // several goroutines.
 const parallelPrepareMin = 32
 
-// prepareExpiries runs prepareExpiry for every row, in selection order.
-// Building the events (JSON, validation) is most of a batch's CPU time, and
-// it is independent per purchase, so a large batch spreads it over
-// GOMAXPROCS goroutines while the transaction waits.
+// prepareExpiries runs prepareExpiry for every row, in selection order, on
+// GOMAXPROCS goroutines for a large batch: building the events is most of a
+// batch's CPU time.
 func prepareExpiries(ctx context.Context, events Publications, rows []purchaseModel, targets map[uuid.UUID][]targetModel, b app.ExpireBatch) ([]expiryCandidate, []app.FailedExpiry) {
 	prepared := make([]expiryCandidate, len(rows))
 	errs := make([]error, len(rows))
@@ -375,10 +349,8 @@ func prepareExpiries(ctx context.Context, events Publications, rows []purchaseMo
 }
 
 // prepareExpiry rebuilds a locked purchase, makes its transition and builds
-// its event for each publication: everything that can reject a poison item, before any write.
-// A panic (a bug meeting an unexpected row) is turned into the item's error:
-// it runs on worker goroutines, where it would otherwise end the process,
-// and it is about this purchase only.
+// its events. A panic becomes the item's error: on a worker goroutine it
+// would end the process, and it concerns this purchase only.
 func prepareExpiry(ctx context.Context, events Publications, m purchaseModel, targets []targetModel, b app.ExpireBatch) (c expiryCandidate, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -486,11 +458,8 @@ func inSavepoint(ctx context.Context, tx postgres.Tx, name string, fn func() err
 }
 
 // isRowError reports whether err is PostgreSQL refusing a row's data (a
-// constraint, a trigger's exception, a bad value) rather than the
-// infrastructure failing: connection (08), transaction rollback such as
-// deadlock or serialization (40), resources (53), operator intervention and
-// cancellation including the budget's timeout (57), system (58) and internal
-// (XX) errors. A failed ROLLBACK TO SAVEPOINT is never a row error.
+// constraint, a trigger) rather than the infrastructure failing (SQLSTATE
+// classes 08, 25, 40, 53, 57, 58, XX, or the context).
 func isRowError(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {

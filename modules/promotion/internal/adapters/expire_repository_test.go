@@ -308,7 +308,7 @@ func TestExpireInfrastructureErrorRollsBackBatch(t *testing.T) {
 	// row's fault.
 	b.failUpdatesOf(t, ids[3], "40001")
 
-	res, err := b.cycle.Handle(b.ctx, app.ExpirePromotions{BatchSize: 200, MaxBatchesPerCycle: 1})
+	res, err := b.cycle.Handle(b.ctx, app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}.WithDefaults())
 
 	require.Error(t, err)
 	require.Zero(t, res.Expired)
@@ -365,7 +365,7 @@ func TestExpireParallelInstances(t *testing.T) {
 	ids := b.insertDue(t, 1000)
 
 	instance := func() (int, int, error) {
-		res, err := b.cycle.Handle(b.ctx, app.ExpirePromotions{BatchSize: 50, MaxBatchesPerCycle: 1})
+		res, err := b.cycle.Handle(b.ctx, app.ExpireSettings{BatchSize: 50, MaxBatchesPerCycle: 1}.WithDefaults())
 		return res.Expired, res.SkippedLocked, err
 	}
 	total, skipped := promotiontest.DrainConcurrently(t, instance, instance, instance)
@@ -527,7 +527,7 @@ func TestExpireRacesWithCancel(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := b.cycle.Handle(b.ctx, app.ExpirePromotions{BatchSize: 10, MaxBatchesPerCycle: 1}); err != nil {
+				if _, err := b.cycle.Handle(b.ctx, app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 1}.WithDefaults()); err != nil {
 					errs <- err
 					return
 				}
@@ -641,7 +641,7 @@ func BenchmarkExpireBatch200(b *testing.B) {
 		bundle.insertDue(b, 200)
 		before := processCPU(b)
 		b.StartTimer()
-		res, err := bundle.cycle.Handle(bundle.ctx, app.ExpirePromotions{BatchSize: 200, MaxBatchesPerCycle: 1})
+		res, err := bundle.cycle.Handle(bundle.ctx, app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}.WithDefaults())
 		b.StopTimer()
 		cpu += processCPU(b) - before
 		b.StartTimer()
@@ -712,9 +712,9 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	fresh := b.insertDue(t, batch)
 	store, err := NewExpireRepository(b.db.Gorm, b.publisher)
 	require.NoError(t, err)
-	cycle, err := app.NewExpirePromotionsHandler(app.ExpireConfig{Store: store, Logger: slog.New(slog.DiscardHandler)})
+	cycle, err := app.NewExpirePromotionsHandler(app.ExpireDeps{Store: store, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	res, err := cycle.Handle(b.ctx, app.ExpirePromotions{BatchSize: batch, MaxBatchesPerCycle: 1})
+	res, err := cycle.Handle(b.ctx, app.ExpireSettings{BatchSize: batch, MaxBatchesPerCycle: 1}.WithDefaults())
 	require.NoError(t, err)
 	require.Equal(t, batch, res.Expired)
 	require.Equal(t, 1, res.Failed)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,17 +18,42 @@ import (
 	"github.com/pinmarket/pin/platform/observability"
 )
 
-// Defaults of the expiry job (docs/expire-promotions-job.md).
-const (
-	// DefaultExpireBatchSize is how many purchases one batch takes at most.
-	DefaultExpireBatchSize = 200
-	// DefaultExpireMaxBatchesPerCycle keeps one batch per cycle, as the
-	// design document describes the job.
-	DefaultExpireMaxBatchesPerCycle = 1
-	// DefaultExpireCycleBudget bounds one cycle (the document's target:
-	// under 30 s per cycle).
-	DefaultExpireCycleBudget = 30 * time.Second
-)
+// ExpireSettings are the expiry job's settings (PIN_EXPIRE_*, interfaces.md).
+type ExpireSettings struct {
+	// Interval is the time between the starts of two cycles.
+	Interval time.Duration
+	// BatchSize bounds one batch.
+	BatchSize int
+	// MaxBatchesPerCycle bounds the batches of a cycle; 0 means as many as
+	// the budget allows. A further batch is taken only while the last one
+	// was full.
+	MaxBatchesPerCycle int
+	// CycleBudget bounds a cycle; a batch still running when it is spent
+	// is rolled back.
+	CycleBudget time.Duration
+}
+
+// DefaultExpireSettings are the design document's: a 60 s interval, one
+// batch of 200 per cycle, a 30 s budget.
+func DefaultExpireSettings() ExpireSettings {
+	return ExpireSettings{Interval: 60 * time.Second, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: 30 * time.Second}
+}
+
+// WithDefaults fills the zero Interval, BatchSize and CycleBudget from
+// DefaultExpireSettings. A zero MaxBatchesPerCycle stays: it means no limit.
+func (s ExpireSettings) WithDefaults() ExpireSettings {
+	d := DefaultExpireSettings()
+	if s.Interval <= 0 {
+		s.Interval = d.Interval
+	}
+	if s.BatchSize <= 0 {
+		s.BatchSize = d.BatchSize
+	}
+	if s.CycleBudget <= 0 {
+		s.CycleBudget = d.CycleBudget
+	}
+	return s
+}
 
 // ExpireStore is the storage side of the expiry job.
 type ExpireStore interface {
@@ -88,22 +114,9 @@ type FailedExpiry struct {
 	Err        error
 }
 
-// ExpirePromotions asks for one expiry cycle.
-type ExpirePromotions struct {
-	// BatchSize bounds one batch; DefaultExpireBatchSize when 0.
-	BatchSize int
-	// MaxBatchesPerCycle bounds the batches of the cycle; 0 means as many
-	// as the budget allows. A further batch is taken only while the last
-	// one was full.
-	MaxBatchesPerCycle int
-	// Budget bounds the cycle; DefaultExpireCycleBudget when 0. A batch
-	// still running when it is spent is rolled back.
-	Budget time.Duration
-}
-
-// ExpireResult is what a cycle did. The counters cover the committed
+// ExpireCycleResult is what a cycle did. The counters cover the committed
 // batches only.
-type ExpireResult struct {
+type ExpireCycleResult struct {
 	RunID         uuid.UUID
 	AsOf          time.Time
 	Batches       int
@@ -113,8 +126,21 @@ type ExpireResult struct {
 	Duration      time.Duration
 }
 
-// ExpireConfig wires the expiry cycle.
-type ExpireConfig struct {
+// MarshalJSON writes the line `pin expire-promotions --once` prints
+// (interfaces.md).
+func (r ExpireCycleResult) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		RunID         string    `json:"runId"`
+		AsOf          time.Time `json:"asOf"`
+		Expired       int       `json:"expired"`
+		SkippedLocked int       `json:"skippedLocked"`
+		Failed        int       `json:"failed"`
+		DurationMs    int64     `json:"durationMs"`
+	}{r.RunID.String(), r.AsOf, r.Expired, r.SkippedLocked, r.Failed, r.Duration.Milliseconds()})
+}
+
+// ExpireDeps are what the expiry cycle is built from.
+type ExpireDeps struct {
 	Store  ExpireStore
 	Logger *slog.Logger
 	// Metrics may be nil (nothing is counted).
@@ -141,7 +167,7 @@ type ExpirePromotionsHandler struct {
 const tracerName = "github.com/pinmarket/pin/modules/promotion"
 
 // NewExpirePromotionsHandler builds the handler.
-func NewExpirePromotionsHandler(cfg ExpireConfig) (*ExpirePromotionsHandler, error) {
+func NewExpirePromotionsHandler(cfg ExpireDeps) (*ExpirePromotionsHandler, error) {
 	if cfg.Store == nil || cfg.Logger == nil {
 		return nil, errors.New("app: expire promotions: a store and a logger are required")
 	}
@@ -168,34 +194,31 @@ func NewExpirePromotionsHandler(cfg ExpireConfig) (*ExpirePromotionsHandler, err
 // rolls back whole, and no further batch starts. Poison items are not
 // errors; an infrastructure error is returned together with the counts of
 // the batches that committed before it.
-func (h *ExpirePromotionsHandler) Handle(ctx context.Context, cmd ExpirePromotions) (ExpireResult, error) {
+func (h *ExpirePromotionsHandler) Handle(ctx context.Context, settings ExpireSettings) (ExpireCycleResult, error) {
 	started := time.Now()
-	if cmd.BatchSize <= 0 {
-		cmd.BatchSize = DefaultExpireBatchSize
-	}
-	if cmd.Budget <= 0 {
-		cmd.Budget = DefaultExpireCycleBudget
+	if settings.BatchSize <= 0 || settings.CycleBudget <= 0 {
+		return ExpireCycleResult{}, fmt.Errorf("expire promotions: batch size %d and budget %s must be positive (ExpireSettings.WithDefaults)", settings.BatchSize, settings.CycleBudget)
 	}
 	runID, err := uuid.NewV7()
 	if err != nil {
-		return ExpireResult{}, fmt.Errorf("expire promotions: run id: %w", err)
+		return ExpireCycleResult{}, fmt.Errorf("expire promotions: run id: %w", err)
 	}
-	res := ExpireResult{RunID: runID, AsOf: h.now().UTC().Truncate(time.Microsecond)}
+	res := ExpireCycleResult{RunID: runID, AsOf: h.now().UTC().Truncate(time.Microsecond)}
 	ctx = observability.WithRunID(ctx, runID.String())
 	ctx, span := h.tracer.Start(ctx, "expire-promotions.cycle", trace.WithAttributes(
 		attribute.String("pin.run_id", runID.String()),
 		attribute.String("pin.correlation_id", runID.String()),
 		attribute.String("pin.expire.as_of", res.AsOf.Format(time.RFC3339Nano)),
-		attribute.Int("pin.expire.batch_size", cmd.BatchSize),
+		attribute.Int("pin.expire.batch_size", settings.BatchSize),
 	))
 	defer span.End()
-	h.logger.InfoContext(ctx, "cycle started", "as_of", res.AsOf, "batch_size", cmd.BatchSize)
+	h.logger.InfoContext(ctx, "cycle started", "as_of", res.AsOf, "batch_size", settings.BatchSize)
 
 	// The work is not cancelled with ctx: a batch is finished whole.
-	work, cancel := context.WithDeadline(context.WithoutCancel(ctx), started.Add(cmd.Budget))
+	work, cancel := context.WithDeadline(context.WithoutCancel(ctx), started.Add(settings.CycleBudget))
 	defer cancel()
 
-	err = h.runBatches(ctx, work, cmd, &res)
+	err = h.runBatches(ctx, work, settings, &res)
 	res.Duration = time.Since(started)
 
 	span.SetAttributes(
@@ -223,15 +246,15 @@ func (h *ExpirePromotionsHandler) Handle(ctx context.Context, cmd ExpirePromotio
 // and the budget allow, and nobody asked to stop. It stops at the first
 // infrastructure error: that batch is rolled back, and the next cycle
 // retries it.
-func (h *ExpirePromotionsHandler) runBatches(ctx, work context.Context, cmd ExpirePromotions, res *ExpireResult) error {
+func (h *ExpirePromotionsHandler) runBatches(ctx, work context.Context, settings ExpireSettings, res *ExpireCycleResult) error {
 	var exclude []uuid.UUID
 	var last time.Duration
 	for {
-		if res.Batches > 0 && !h.mayTakeAnother(ctx, work, cmd, res.Batches, last) {
+		if res.Batches > 0 && !h.mayTakeAnother(ctx, work, settings, res.Batches, last) {
 			return nil
 		}
 		batchStarted := time.Now()
-		b, err := h.runBatch(work, cmd, res.AsOf, exclude)
+		b, err := h.runBatch(work, settings, res.AsOf, exclude)
 		last = time.Since(batchStarted)
 		if err != nil {
 			return err
@@ -243,7 +266,7 @@ func (h *ExpirePromotionsHandler) runBatches(ctx, work context.Context, cmd Expi
 		for _, f := range b.Failed {
 			exclude = append(exclude, f.PurchaseID)
 		}
-		if b.Selected-b.Retried < cmd.BatchSize {
+		if b.Selected-b.Retried < settings.BatchSize {
 			return nil // the due purchases that are free to take are all done
 		}
 	}
@@ -253,8 +276,8 @@ func (h *ExpirePromotionsHandler) runBatches(ctx, work context.Context, cmd Expi
 // same cycle. A batch is started only when the budget left is at least
 // twice what the last batch took, so a batch is rarely cut off (and rolled
 // back) by the budget.
-func (h *ExpirePromotionsHandler) mayTakeAnother(ctx, work context.Context, cmd ExpirePromotions, done int, last time.Duration) bool {
-	if cmd.MaxBatchesPerCycle > 0 && done >= cmd.MaxBatchesPerCycle {
+func (h *ExpirePromotionsHandler) mayTakeAnother(ctx, work context.Context, settings ExpireSettings, done int, last time.Duration) bool {
+	if settings.MaxBatchesPerCycle > 0 && done >= settings.MaxBatchesPerCycle {
 		return false
 	}
 	if ctx.Err() != nil {
@@ -266,16 +289,16 @@ func (h *ExpirePromotionsHandler) mayTakeAnother(ctx, work context.Context, cmd 
 
 // runBatch runs one batch and reports it: logs, metrics and a span, under
 // which the outbox publication's span nests.
-func (h *ExpirePromotionsHandler) runBatch(ctx context.Context, cmd ExpirePromotions, asOf time.Time, exclude []uuid.UUID) (ExpireBatchResult, error) {
+func (h *ExpirePromotionsHandler) runBatch(ctx context.Context, settings ExpireSettings, asOf time.Time, exclude []uuid.UUID) (ExpireBatchResult, error) {
 	ctx, span := h.tracer.Start(ctx, "expire-promotions.batch", trace.WithAttributes(
 		attribute.String("pin.run_id", observability.RunID(ctx)),
-		attribute.Int("pin.expire.limit", cmd.BatchSize),
+		attribute.Int("pin.expire.limit", settings.BatchSize),
 	))
 	defer span.End()
 
 	b, err := h.store.ExpireBatch(ctx, ExpireBatch{
 		AsOf:    asOf,
-		Limit:   cmd.BatchSize,
+		Limit:   settings.BatchSize,
 		Exclude: exclude,
 		Expire:  func(p *domain.Purchase) error { return p.Expire(asOf) },
 		Selected: func(count int) {

@@ -25,12 +25,12 @@ func TestExpireCycleDurationLinksToTheCycleTrace(t *testing.T) {
 	metrics, err := app.NewExpireMetrics(reg)
 	require.NoError(t, err)
 	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){partial(0)}}
-	h, err := app.NewExpirePromotionsHandler(app.ExpireConfig{
+	h, err := app.NewExpirePromotionsHandler(app.ExpireDeps{
 		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics, TracerProvider: tp,
 	})
 	require.NoError(t, err)
 
-	_, err = h.Handle(context.Background(), app.ExpirePromotions{})
+	_, err = h.Handle(context.Background(), app.ExpireSettings{}.WithDefaults())
 	require.NoError(t, err)
 
 	var cycleTrace string

@@ -64,7 +64,7 @@ func newCycle(tb testing.TB, store app.ExpireStore) (*app.ExpirePromotionsHandle
 	reg := prometheus.NewRegistry()
 	metrics, err := app.NewExpireMetrics(reg)
 	require.NoError(tb, err)
-	h, err := app.NewExpirePromotionsHandler(app.ExpireConfig{
+	h, err := app.NewExpirePromotionsHandler(app.ExpireDeps{
 		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics,
 	})
 	require.NoError(tb, err)
@@ -75,10 +75,10 @@ func TestExpireCycleDefaults(t *testing.T) {
 	t.Parallel()
 	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){partial(0)}}
 	h, _ := newCycle(t, store)
-	res, err := h.Handle(context.Background(), app.ExpirePromotions{})
+	res, err := h.Handle(context.Background(), app.ExpireSettings{}.WithDefaults())
 	require.NoError(t, err)
 	require.Len(t, store.batches, 1)
-	require.Equal(t, app.DefaultExpireBatchSize, store.batches[0].Limit)
+	require.Equal(t, app.DefaultExpireSettings().BatchSize, store.batches[0].Limit)
 	require.Equal(t, res.AsOf, store.batches[0].AsOf)
 	require.Equal(t, time.UTC, res.AsOf.Location())
 	require.Equal(t, res.AsOf, res.AsOf.Truncate(time.Microsecond))
@@ -104,7 +104,7 @@ func TestExpireCycleBatchLimit(t *testing.T) {
 			t.Parallel()
 			store := &scriptedStore{script: tc.script}
 			h, _ := newCycle(t, store)
-			res, err := h.Handle(context.Background(), app.ExpirePromotions{BatchSize: 10, MaxBatchesPerCycle: tc.maxBatches})
+			res, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: tc.maxBatches}.WithDefaults())
 			require.NoError(t, err)
 			require.Equal(t, tc.want, res.Batches)
 			require.Len(t, store.batches, tc.want)
@@ -124,7 +124,7 @@ func TestExpireCycleBudget(t *testing.T) {
 		},
 	}}
 	h, _ := newCycle(t, store)
-	res, err := h.Handle(context.Background(), app.ExpirePromotions{BatchSize: 10, Budget: 150 * time.Millisecond})
+	res, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 10, CycleBudget: 150 * time.Millisecond}.WithDefaults())
 	require.NoError(t, err)
 	// After 1 batch (60ms) 90ms are left: not 2×60, so it stops.
 	require.Equal(t, 1, res.Batches)
@@ -142,7 +142,7 @@ func TestExpireCycleStopFinishesBatchInFlight(t *testing.T) {
 		},
 	}}
 	h, _ := newCycle(t, store)
-	res, err := h.Handle(ctx, app.ExpirePromotions{BatchSize: 10, MaxBatchesPerCycle: 0})
+	res, err := h.Handle(ctx, app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0}.WithDefaults())
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Batches, "no batch after the stop")
 	require.NoError(t, store.ctxErrs[0], "the batch in flight was not cancelled")
@@ -162,7 +162,7 @@ func TestExpireCycleInfrastructureError(t *testing.T) {
 		},
 	}}
 	h, reg := newCycle(t, store)
-	res, err := h.Handle(context.Background(), app.ExpirePromotions{BatchSize: 2, MaxBatchesPerCycle: 0})
+	res, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 2, MaxBatchesPerCycle: 0}.WithDefaults())
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, 1, res.Batches)
 	require.Equal(t, 1, res.Failed)
@@ -183,7 +183,7 @@ func TestExpireCycleExcludesFailedItems(t *testing.T) {
 		partial(0),
 	}}
 	h, _ := newCycle(t, store)
-	res, err := h.Handle(context.Background(), app.ExpirePromotions{BatchSize: 1, MaxBatchesPerCycle: 0})
+	res, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}.WithDefaults())
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Batches)
 	require.Empty(t, store.batches[0].Exclude)
@@ -202,4 +202,15 @@ func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
 	}
 	tb.Fatalf("counter %s not found", name)
 	return 0
+}
+
+// Defaults are applied once, where the job is built: a cycle refuses
+// settings without a batch size or a budget rather than filling them in.
+func TestExpireCycleRefusesSettingsWithoutDefaults(t *testing.T) {
+	t.Parallel()
+	h, _ := newCycle(t, &scriptedStore{})
+	_, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 10})
+	require.ErrorContains(t, err, "must be positive")
+	_, err = h.Handle(context.Background(), app.ExpireSettings{CycleBudget: time.Second})
+	require.ErrorContains(t, err, "must be positive")
 }

@@ -19,7 +19,7 @@ import (
 )
 
 // batchSize is the job's default batch (PIN_EXPIRE_BATCH_SIZE).
-const batchSize = app.DefaultExpireBatchSize
+var batchSize = app.DefaultExpireSettings().BatchSize
 
 // dueBacklog is how many purchases are due in every benchmark.
 const dueBacklog = 10_000
@@ -118,7 +118,7 @@ func benchBatch(b *testing.B, f *fixture, inst *instance) {
 			require.Len(tb, res.Expired, batchSize)
 		},
 		"cycle": func(tb testing.TB) {
-			res, err := inst.cycle.Handle(ctx, app.ExpirePromotions{BatchSize: batchSize, MaxBatchesPerCycle: 1})
+			res, err := inst.cycle.Handle(ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 1}.WithDefaults())
 			require.NoError(tb, err)
 			require.Equal(tb, batchSize, res.Expired)
 		},
@@ -193,7 +193,7 @@ func BenchmarkExpireDrain(b *testing.B) {
 // benchDrain is BenchmarkExpireDrain on its table.
 func benchDrain(b *testing.B, f *fixture, instances []*instance) {
 	ctx := context.Background()
-	cmd := app.ExpirePromotions{BatchSize: batchSize, MaxBatchesPerCycle: 0}
+	cmd := app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 0}.WithDefaults()
 
 	// drain runs n instances (0: the bound) until the backlog is gone and
 	// returns the time it took; the caller resets the table before and

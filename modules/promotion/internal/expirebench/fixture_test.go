@@ -254,7 +254,7 @@ func newInstance(tb testing.TB, url string) *instance {
 	require.NoError(tb, err)
 	metrics, err := app.NewExpireMetrics(prometheus.NewRegistry())
 	require.NoError(tb, err)
-	cycle, err := app.NewExpirePromotionsHandler(app.ExpireConfig{
+	cycle, err := app.NewExpirePromotionsHandler(app.ExpireDeps{
 		Store: store, Logger: logger.With("module", "promotion"), Metrics: metrics, TracerProvider: tp,
 	})
 	require.NoError(tb, err)

@@ -149,7 +149,7 @@ func BenchmarkExpireReference(b *testing.B) {
 
 func benchReference(b *testing.B, f *fixture, ref *reference, inst *instance) {
 	ctx := context.Background()
-	cmd := app.ExpirePromotions{BatchSize: batchSize, MaxBatchesPerCycle: 0}
+	cmd := app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 0}.WithDefaults()
 	module := func(tb testing.TB) time.Duration {
 		f.restoreAll(tb)
 		f.exec(tb, `CHECKPOINT`)
@@ -208,7 +208,7 @@ func BenchmarkExpireReferenceOnce(b *testing.B) {
 	lastBatches := (dueBacklog - batchSize) / batchSize
 	module := func(tb testing.TB) time.Duration {
 		f.restoreAll(tb)
-		res, err := inst.cycle.Handle(ctx, app.ExpirePromotions{BatchSize: batchSize, MaxBatchesPerCycle: lastBatches})
+		res, err := inst.cycle.Handle(ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: lastBatches}.WithDefaults())
 		require.NoError(tb, err)
 		require.Equal(tb, dueBacklog-batchSize, res.Expired)
 		f.exec(tb, `CHECKPOINT`)

@@ -13,13 +13,9 @@ import (
 // pin_runner_restarts_total{runner}.
 const ExpireRunnerName = "expire-promotions"
 
-// DefaultExpireInterval is the job's default interval (the design
-// document's 60 s).
-const DefaultExpireInterval = 60 * time.Second
-
 // ExpireCycle runs one expiry cycle; *app.ExpirePromotionsHandler is one.
 type ExpireCycle interface {
-	Handle(ctx context.Context, cmd app.ExpirePromotions) (app.ExpireResult, error)
+	Handle(ctx context.Context, settings app.ExpireSettings) (app.ExpireCycleResult, error)
 }
 
 // ExpireRunner is the expire-promotions background job (a host.Runner): one
@@ -33,28 +29,24 @@ type ExpireCycle interface {
 // (or, with MaxBatchesPerCycle != 1, by more batches of the same cycle).
 type ExpireRunner struct {
 	cycle    ExpireCycle
-	cmd      app.ExpirePromotions
-	interval time.Duration
+	settings app.ExpireSettings
 	logger   *slog.Logger
 }
 
-// NewExpireRunner returns the runner of cycle, running cmd every interval
-// (DefaultExpireInterval when 0).
-func NewExpireRunner(cycle ExpireCycle, cmd app.ExpirePromotions, interval time.Duration, logger *slog.Logger) (*ExpireRunner, error) {
+// NewExpireRunner returns the runner of cycle, running a cycle with
+// settings every settings.Interval.
+func NewExpireRunner(cycle ExpireCycle, settings app.ExpireSettings, logger *slog.Logger) (*ExpireRunner, error) {
 	if cycle == nil || logger == nil {
 		return nil, errors.New("ports: expire runner needs a cycle and a logger")
 	}
-	if interval < 0 {
-		return nil, errors.New("ports: expire runner: negative interval")
+	if settings.Interval <= 0 {
+		return nil, errors.New("ports: expire runner: the interval must be positive")
 	}
-	if interval == 0 {
-		interval = DefaultExpireInterval
-	}
-	return &ExpireRunner{cycle: cycle, cmd: cmd, interval: interval, logger: logger}, nil
+	return &ExpireRunner{cycle: cycle, settings: settings, logger: logger}, nil
 }
 
 // Interval is the time between the starts of two cycles.
-func (r *ExpireRunner) Interval() time.Duration { return r.interval }
+func (r *ExpireRunner) Interval() time.Duration { return r.settings.Interval }
 
 // Name implements host.Runner.
 func (r *ExpireRunner) Name() string { return ExpireRunnerName }
@@ -68,11 +60,11 @@ func (r *ExpireRunner) Run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	ticker := time.NewTicker(r.interval)
+	ticker := time.NewTicker(r.settings.Interval)
 	defer ticker.Stop()
 	for {
 		started := time.Now()
-		_, _ = r.cycle.Handle(ctx, r.cmd)
+		_, _ = r.cycle.Handle(ctx, r.settings)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -93,7 +85,7 @@ func (r *ExpireRunner) skipMissedTicks(ctx context.Context, ticker *time.Ticker,
 	case <-ticker.C:
 		r.logger.WarnContext(ctx, "cycle overran the interval; missed ticks skipped",
 			"runner", ExpireRunnerName, "duration_ms", took.Milliseconds(),
-			"interval_ms", r.interval.Milliseconds(), "skipped_ticks", max(int(took/r.interval), 1))
+			"interval_ms", r.settings.Interval.Milliseconds(), "skipped_ticks", max(int(took/r.settings.Interval), 1))
 	default:
 	}
 }

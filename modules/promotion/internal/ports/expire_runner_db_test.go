@@ -40,7 +40,7 @@ func newExpireRunnerBundle(tb testing.TB) *expireRunnerBundle {
 	logger := observability.NewLogger(logs, slog.LevelInfo)
 	store, err := adapters.NewExpireRepository(db.Gorm, promotiontest.Publisher(tb, logger, nil))
 	require.NoError(tb, err)
-	cycle, err := app.NewExpirePromotionsHandler(app.ExpireConfig{Store: store, Logger: logger})
+	cycle, err := app.NewExpirePromotionsHandler(app.ExpireDeps{Store: store, Logger: logger})
 	require.NoError(tb, err)
 	pkg := promotiontest.InsertPackage(tb, db, promotiontest.Package{
 		Code: "runner-test-week", Name: "Runner test", Kind: domain.PackageKindPostBoost,
@@ -53,8 +53,7 @@ func newExpireRunnerBundle(tb testing.TB) *expireRunnerBundle {
 // same JSON sink as the cycle, so every line there is a record.
 func (b *expireRunnerBundle) runner(tb testing.TB, interval, budget time.Duration) *ports.ExpireRunner {
 	tb.Helper()
-	r, err := ports.NewExpireRunner(b.cycle, app.ExpirePromotions{BatchSize: 200, MaxBatchesPerCycle: 1, Budget: budget},
-		interval, b.logger)
+	r, err := ports.NewExpireRunner(b.cycle, app.ExpireSettings{Interval: interval, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: budget}.WithDefaults(), b.logger)
 	require.NoError(tb, err)
 	return r
 }

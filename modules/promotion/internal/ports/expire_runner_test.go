@@ -31,7 +31,7 @@ type fakeCycle struct {
 	ctxs      []context.Context
 }
 
-func (f *fakeCycle) Handle(ctx context.Context, _ app.ExpirePromotions) (app.ExpireResult, error) {
+func (f *fakeCycle) Handle(ctx context.Context, _ app.ExpireSettings) (app.ExpireCycleResult, error) {
 	if f.running.Add(1) > 1 {
 		f.overlap.Store(true)
 	}
@@ -53,7 +53,7 @@ func (f *fakeCycle) Handle(ctx context.Context, _ app.ExpirePromotions) (app.Exp
 	f.mu.Lock()
 	f.ends = append(f.ends, time.Now())
 	f.mu.Unlock()
-	return app.ExpireResult{}, nil
+	return app.ExpireCycleResult{}, nil
 }
 
 func (f *fakeCycle) snapshot() (starts, ends []time.Time) {
@@ -87,7 +87,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 
 func TestExpireRunnerName(t *testing.T) {
 	t.Parallel()
-	r, err := ports.NewExpireRunner(&fakeCycle{}, app.ExpirePromotions{}, 0, discardLogger())
+	r, err := ports.NewExpireRunner(&fakeCycle{}, app.ExpireSettings{}.WithDefaults(), discardLogger())
 	require.NoError(t, err)
 	require.Equal(t, "expire-promotions", r.Name())
 }
@@ -96,7 +96,7 @@ func TestExpireRunnerName(t *testing.T) {
 func TestExpireRunnerFirstCycleAtStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cycle := &fakeCycle{}
-		r, err := ports.NewExpireRunner(cycle, app.ExpirePromotions{}, time.Hour, discardLogger())
+		r, err := ports.NewExpireRunner(cycle, app.ExpireSettings{Interval: time.Hour}.WithDefaults(), discardLogger())
 		require.NoError(t, err)
 		t0 := time.Now()
 		stop := testbed.StartRunner(t, r)
@@ -115,7 +115,7 @@ func TestExpireRunnerSkipsTicksMissedDuringOverrun(t *testing.T) {
 		const interval = time.Minute
 		cycle := &fakeCycle{durations: []time.Duration{interval * 9 / 4, 0}}
 		logs := &testbed.LogBuffer{}
-		r, err := ports.NewExpireRunner(cycle, app.ExpirePromotions{}, interval, slog.New(slog.NewJSONHandler(logs, nil)))
+		r, err := ports.NewExpireRunner(cycle, app.ExpireSettings{Interval: interval}.WithDefaults(), slog.New(slog.NewJSONHandler(logs, nil)))
 		require.NoError(t, err)
 		t0 := time.Now()
 		stop := testbed.StartRunner(t, r)
@@ -137,7 +137,7 @@ func TestExpireRunnerSkipsTicksMissedDuringOverrun(t *testing.T) {
 func TestExpireRunnerWaitsForCycleInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cycle := &fakeCycle{block: make(chan struct{})}
-		r, err := ports.NewExpireRunner(cycle, app.ExpirePromotions{}, time.Hour, discardLogger())
+		r, err := ports.NewExpireRunner(cycle, app.ExpireSettings{Interval: time.Hour}.WithDefaults(), discardLogger())
 		require.NoError(t, err)
 		stop := testbed.StartRunner(t, r)
 		synctest.Wait() // the first cycle is in flight, blocked
@@ -158,9 +158,9 @@ func TestExpireRunnerWaitsForCycleInFlight(t *testing.T) {
 
 func TestNewExpireRunnerRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	_, err := ports.NewExpireRunner(nil, app.ExpirePromotions{}, time.Second, discardLogger())
+	_, err := ports.NewExpireRunner(nil, app.ExpireSettings{Interval: time.Second}.WithDefaults(), discardLogger())
 	require.Error(t, err)
-	_, err = ports.NewExpireRunner(&fakeCycle{}, app.ExpirePromotions{}, -time.Second, discardLogger())
+	_, err = ports.NewExpireRunner(&fakeCycle{}, app.ExpireSettings{Interval: -time.Second}, discardLogger())
 	require.Error(t, err)
 }
 
@@ -177,14 +177,14 @@ func TestExpireRunnerTicksOneIntervalApart(t *testing.T) {
 			starts = append(starts, time.Now())
 			time.Sleep(cycleTook)
 		})
-		r, err := ports.NewExpireRunner(cycle, app.ExpirePromotions{}, 0, slog.New(slog.DiscardHandler))
+		r, err := ports.NewExpireRunner(cycle, app.ExpireSettings{}.WithDefaults(), slog.New(slog.DiscardHandler))
 		require.NoError(t, err)
 		stop := testbed.StartRunner(t, r)
-		time.Sleep(5*ports.DefaultExpireInterval + time.Second)
+		time.Sleep(5*app.DefaultExpireSettings().Interval + time.Second)
 		stop()
 		require.Len(t, starts, 6, "one cycle at start, then one per interval")
 		for i := 1; i < len(starts); i++ {
-			require.Equal(t, ports.DefaultExpireInterval, starts[i].Sub(starts[i-1]))
+			require.Equal(t, app.DefaultExpireSettings().Interval, starts[i].Sub(starts[i-1]))
 		}
 	})
 }
@@ -193,7 +193,7 @@ func TestExpireRunnerTicksOneIntervalApart(t *testing.T) {
 type cycleFunc func(context.Context)
 
 // Handle implements ports.ExpireCycle.
-func (f cycleFunc) Handle(ctx context.Context, _ app.ExpirePromotions) (app.ExpireResult, error) {
+func (f cycleFunc) Handle(ctx context.Context, _ app.ExpireSettings) (app.ExpireCycleResult, error) {
 	f(ctx)
-	return app.ExpireResult{}, nil
+	return app.ExpireCycleResult{}, nil
 }
