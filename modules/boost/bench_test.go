@@ -26,9 +26,8 @@ const benchEvents = 10_000
 // stream (benchEvents records: each purchase's Active then its Cancelled).
 // Run it with -benchtime 1x.
 //
-// The reference is what one consumer could reach with one committed
-// transaction per event, its design before issue 14 batched: 3 workers
-// (one per partition) each committing one single-row inbox INSERT per event.
+// The reference is one committed transaction per event: 3 workers (one per
+// partition) each committing one single-row inbox INSERT per event.
 // Consumer and reference alternate, PIN_BENCH_CONSUMER_ROUNDS times each
 // (default 3), each on a fresh database, and the medians are reported;
 // events/bound is the consumer's median over the reference's.

@@ -46,7 +46,7 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	b := &bundle{db: testbed.NewDatabase(t), brokers: testbed.NewKafka(t, contract.Topic)}
 	// The default partitioner of kgo is Kafka's (murmur2 of the key), as the
-	// forwarder's: one purchase's records land on one partition.
+	// outbox relay's: one purchase's records land on one partition.
 	client, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.DefaultProduceTopic(contract.Topic))
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
@@ -118,7 +118,7 @@ func (p purchase) envelope(status contract.Status, version int64) contract.Envel
 	}, uuid.New(), time.Now())
 }
 
-// record lays e out as the forwarder does. The value is encoded without
+// record lays e out as the outbox relay does. The value is encoded without
 // validation, so a test can send what a later producer might.
 func record(tb testing.TB, e contract.Envelope) *kgo.Record {
 	tb.Helper()

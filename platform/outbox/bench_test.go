@@ -20,24 +20,13 @@ import (
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
-// BenchmarkCommitToKafka measures the relay on real PostgreSQL and kfake,
-// with the production defaults of RelayConfig (poll 50ms, batch 200). Every sub-benchmark does its whole measurement once per iteration,
-// so run it with -benchtime 1x (go test -run '^$' -bench CommitToKafka
-// -benchtime 1x ./platform/outbox/):
-//
-//   - latency-200eps: events committed one per transaction at 200/s for
-//     10 s; the time from the commit returning to the record reaching a
-//     consumer: p50-ms, p99-ms, max-ms.
-//   - drain: a backlog of 20k committed events (inserted with one
-//     set-based statement) relayed from a standing start: events/s, the
-//     relay's capacity with nothing else competing for the machine.
-//   - sustained: steps of offered load (PIN_BENCH_SUSTAINED_STEPS, default
-//     2k, 4k, 6k, 8k, 10k events/s; 8 s each, 10 events per transaction
-//     from 4 writers) while the relay runs. A step is sustained when the
-//     writers reached the rate and the backlog (committed minus delivered)
-//     did not grow over the second half of the step;
-//     max-sustained-events/s is the highest sustained step, and every step
-//     is logged (go test -v) with its backlog slope and latency.
+// BenchmarkCommitToKafka measures the relay with RelayConfig's defaults on
+// real PostgreSQL and kfake; each iteration is a whole measurement, so run
+// it with -benchtime 1x. Sub-benchmarks: latency-200eps (commit to
+// consumer), drain (a 20k backlog from a standing start) and sustained
+// (steps of offered load, PIN_BENCH_SUSTAINED_STEPS; a step is sustained
+// when the backlog stops growing). What each reports, and the figures, are
+// in docs/performance.md.
 func BenchmarkCommitToKafka(b *testing.B) {
 	b.Run("latency-200eps", func(b *testing.B) {
 		for range b.N {

@@ -8,11 +8,8 @@
 // retention period (RetentionCleaner). See docs/adr/0008-outbox-relay.md and
 // docs/event-pipeline.md.
 //
-// It is built from watermill: watermill-sql's PostgreSQLQueueSchema and
-// PostgreSQLQueueOffsetsAdapter for the row layout and its queries (a row is
-// read while unacknowledged, never by transaction ids), watermill-sql's
-// publisher to write rows, and watermill-kafka's publisher (Sarama) to send
-// them.
+// Rows are laid out, written and acknowledged by watermill-sql's queue
+// schema, and sent by watermill-kafka's publisher.
 package outbox
 
 import (

@@ -46,20 +46,13 @@ func NewPublisher(logger *slog.Logger, tp trace.TracerProvider) (*Publisher, err
 	}, nil
 }
 
-// Publish inserts msgs into the outbox table of kafkaTopic inside tx.
-//
-// Every message needs a UUID (the event's messageId) and the
-// kafka.MetaPartitionKey, kafka.MetaEventType and kafka.MetaContractVersion metadata; a
-// message without them is refused here rather than dead-lettered later.
-// Publish sets the message context to ctx, injects the W3C traceparent of a
-// span it starts for the publication, and fills kafka.MetaCorrelationID from ctx
-// (observability.CorrelationID) when the caller has not, falling back to the
-// message UUID so that the header is never empty. The payload must be JSON
-// (the column's type).
-//
-// To announce one change on several topics, call Publish once per topic
-// with the same tx: the rows commit together and each topic's relay sends
-// its own.
+// Publish inserts msgs into the outbox table of kafkaTopic inside tx, so
+// they commit or roll back with the caller's change. A message needs a
+// UUID, a JSON payload and the kafka.MetaPartitionKey, MetaEventType and
+// MetaContractVersion metadata: one without them is refused here rather than
+// dead-lettered later. Publish adds its span's traceparent and, unless set,
+// kafka.MetaCorrelationID (from ctx, else the UUID, so it is never empty).
+// For several topics, call it once per topic with the same tx.
 func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic string, msgs ...*message.Message) error {
 	if len(msgs) == 0 {
 		return nil

@@ -25,8 +25,8 @@ func NewLogger(logger *slog.Logger, slow time.Duration) gormlogger.Interface {
 
 // quietLogger passes to GORM's slog logger only the statements it would
 // log at Warn: errors and slow statements. GORM's own Trace renders every
-// statement's SQL before it decides not to log it, which cost ~4 % of the
-// API's CPU in the load benchmark (docs/performance.md).
+// statement's SQL before it decides not to log it, a visible share of the
+// API's CPU under load (docs/performance.md).
 type quietLogger struct {
 	gormlogger.Interface
 	slow time.Duration

@@ -16,10 +16,7 @@
 //
 // Every test database is created with idle_in_transaction_session_timeout
 // (IdleInTransactionTimeout), so a transaction a test forgets is cut off
-// rather than holding locks and the cluster's vacuum horizon. The outbox
-// relay does not depend on other transactions (it reads rows by their
-// acknowledgement, not by transaction ids), so a transaction open in one
-// test never delays events in another.
+// rather than holding locks and the cluster's vacuum horizon.
 package testbed
 
 import (

@@ -19,14 +19,10 @@ type ExpireCycle interface {
 }
 
 // ExpireRunner is the expire-promotions background job (a host.Runner): one
-// cycle right at start, then one per interval tick.
-//
-// Cycles never overlap: the loop runs them one after another. Ticks that
-// fall while a cycle overruns the interval are skipped, not queued — Go's
-// ticker keeps at most one undelivered tick and drops the rest, and the
-// runner discards that one too, so after an overrun the next cycle waits for
-// the next tick on the fixed grid. The backlog is then taken by that cycle
-// (or, with MaxBatchesPerCycle != 1, by more batches of the same cycle).
+// cycle right at start, then one per interval tick. Cycles never overlap,
+// and ticks missed while a cycle overran are skipped, not queued, so an
+// overrun is not followed at once by another cycle; the next tick's cycle
+// takes the backlog.
 type ExpireRunner struct {
 	cycle    ExpireCycle
 	settings app.ExpireSettings
