@@ -107,7 +107,7 @@ func DomainIsPure(module string) Rule {
 				return false
 			}
 			for _, f := range forbiddenInDomain {
-				if under(dep, f) || strings.HasPrefix(dep, f+"/") {
+				if under(dep, f) {
 					return true
 				}
 			}

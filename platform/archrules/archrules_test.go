@@ -32,10 +32,13 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 	const fake = "example.com/fake"
 	dir := t.TempDir()
 	files := map[string]string{
-		// gorm.io/gorm and example.com/money are replaced by local stubs, so
-		// the imports have real-looking paths without a download.
-		"go.mod": "module " + fake + "\n\ngo 1.26\n\nrequire (\n\tgorm.io/gorm v1.0.0\n\texample.com/money v1.0.0\n)\n\n" +
-			"replace gorm.io/gorm => ./stub/gorm\n\nreplace example.com/money => ./stub/money\n",
+		// gorm.io/gorm and example.com/money(x) are replaced by local stubs,
+		// so the imports have real-looking paths without a download;
+		// moneyx shares money's prefix but is not an allowed library.
+		"go.mod": "module " + fake + "\n\ngo 1.26\n\nrequire (\n\tgorm.io/gorm v1.0.0\n\texample.com/money v1.0.0\n\texample.com/moneyx v1.0.0\n)\n\n" +
+			"replace gorm.io/gorm => ./stub/gorm\n\nreplace example.com/money => ./stub/money\n\nreplace example.com/moneyx => ./stub/moneyx\n",
+		"stub/moneyx/go.mod":                                        "module example.com/moneyx\n\ngo 1.26\n",
+		"stub/moneyx/moneyx.go":                                     "package moneyx\n",
 		"stub/gorm/go.mod":                                          "module gorm.io/gorm\n\ngo 1.26\n",
 		"stub/gorm/gorm.go":                                         "package gorm\n",
 		"stub/money/go.mod":                                         "module example.com/money\n\ngo 1.26\n",
@@ -44,6 +47,7 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 		"modules/billing/ledger/ledger.go":                          "package ledger\n",
 		"modules/promotion/contract/contract.go":                    "package contract\n\nimport _ \"" + fake + "/modules/promotion/internal/app\"\n",
 		"modules/promotion/contract/gorm.go":                        "package contract\n\nimport _ \"gorm.io/gorm\"\n",
+		"modules/promotion/contract/lookalike.go":                   "package contract\n\nimport _ \"example.com/moneyx\"\n",
 		"modules/promotion/contract/fields.go":                      "package contract\n\nimport (\n\t_ \"example.com/money\"\n\t_ \"strings\"\n\t_ \"" + fake + "/modules/promotion/contract/v2\"\n)\n",
 		"modules/promotion/contract/v2/v2.go":                       "package v2\n",
 		"modules/promotion/internal/app/app.go":                     "package app\n",
@@ -74,6 +78,7 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 		{archrules.ModulesMeetOnlyThroughContracts(fake), []string{fake + "/modules/promotion/internal/ports -> " + fake + "/modules/billing/ledger"}},
 		{archrules.ContractIsSelfContained(fake, "example.com/money"), []string{
 			fake + "/modules/promotion/contract -> " + fake + "/modules/promotion/internal/app",
+			fake + "/modules/promotion/contract -> example.com/moneyx",
 			fake + "/modules/promotion/contract -> gorm.io/gorm",
 		}},
 		{archrules.TestSupportStaysInTests(fake), []string{
