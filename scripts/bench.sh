@@ -14,7 +14,8 @@
 #   PIN_BENCH_REFERENCE_DIR      the shared reference bound of the expiry batch
 #                                (default ../shared/bench/expiry-bound beside the repository)
 #   PIN_BENCH_REFERENCE_ITERATIONS  interleaved drains, module and reference, per size (default 5)
-#   PIN_BENCH_API_DURATION       measured time of the API and of pgbench (default 20s)
+#   PIN_BENCH_API_DURATION       measured time of each API and pgbench round (default 10s)
+#   PIN_BENCH_API_ROUNDS         interleaved API/pgbench rounds (default 4)
 #   PIN_BENCH_SUSTAINED_STEPS    offered loads of the outbox relay (default 2000,4000,6000,8000,10000)
 #   PIN_BENCH_INSERT_ITERATIONS  expiry-batch outbox inserts per row layout (default 30)
 set -euo pipefail
@@ -179,12 +180,15 @@ row "outbox insert of a 200-event batch (json)" "$(metric outbox-insert $b inser
 row "  same, payload and metadata jsonb / json" "$(metric outbox-insert $b insert-x/payload-jsonb)" ">=" 0 "x" outbox-insert
 row "  same, payload bytea / json" "$(metric outbox-insert $b insert-x/payload-bytea)" ">=" 0 "x" outbox-insert
 row "relay read of 200 rows (json)" "$(metric outbox-insert $b read-ms/migrated)" ">=" 0 "ms" outbox-insert
-row "API purchases/s (32 clients)" "$(metric api BenchmarkAPI api-purchases/s)" ">=" 0 "/s" api
+row "API purchases/s (32 clients, median of rounds)" "$(metric api BenchmarkAPI api-purchases/s)" ">=" 0 "/s" api
 row "pgbench same transaction (32 clients)" "$(metric api BenchmarkAPI pgbench-tps)" ">=" 0 "tps" api
-row "API / pgbench" "$(metric api BenchmarkAPI api/pgbench)" ">=" 0.5 "x" api
+row "API / pgbench, median of interleaved rounds" "$(metric api BenchmarkAPI api/pgbench)" ">=" 0.7 "x" api
+row "  worst round" "$(metric api BenchmarkAPI api/pgbench-worst)" ">=" 0.7 "x" api
 row "API p50" "$(metric api BenchmarkAPI api-p50-ms)" ">=" 0 "ms" api
-row "API p99" "$(metric api BenchmarkAPI api-p99-ms)" "<" 50 "ms" api
+row "API p99 (issue 7 asked < 50 ms)" "$(metric api BenchmarkAPI api-p99-ms)" "<" 50 "ms" api
 row "pgbench p99 (same clients)" "$(metric api BenchmarkAPI pgbench-p99-ms)" ">=" 0 "ms" api
+row "API p99 / pgbench p99, median of rounds" "$(metric api BenchmarkAPI api-p99/pgbench-p99)" "<=" 1.2 "x" api
+row "  worst round" "$(metric api BenchmarkAPI api-p99/pgbench-p99-worst)" "<=" 1.2 "x" api
 row "API errors" "$(metric api BenchmarkAPI api-errors)" "==" 0 "" api
 row "pin serve peak RSS idle (VmHWM)" "$(metric api BenchmarkAPI idle-MB)" "<" 60 "MB" api
 row "pin serve peak RSS under load (VmHWM)" "$(metric api BenchmarkAPI load-MB)" "<" 150 "MB" api
