@@ -99,37 +99,52 @@ func TestPurchaseBodyErrorsNameTheField(t *testing.T) {
 
 func TestPurchaseRacingTheDeactivationOfItsPackageIsOrderedByTheLock(t *testing.T) {
 	t.Parallel()
-	b := newTestBundle(t)
-	pkg := b.createPackage(t, "project-boost-week", "ProjectBoost")
-	token := b.tenantToken(t, uuid.New())
+	for _, warm := range []bool{false, true} {
+		name := "package read by the purchase"
+		if warm {
+			name = "package cached by an earlier purchase"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := newTestBundle(t)
+			pkg := b.createPackage(t, "project-boost-week", "ProjectBoost")
+			token := b.tenantToken(t, uuid.New())
+			before := 0
+			if warm {
+				b.buy(t, token, pkg.ID, 1)
+				before = 1
+			}
 
-	// An admin's deactivation, caught between its UPDATE and its COMMIT.
-	deactivation, err := b.db.SQL.BeginTx(t.Context(), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = deactivation.Rollback() })
-	_, err = deactivation.Exec(`UPDATE promotion.promotion_packages SET is_active = false WHERE id = $1`, pkg.ID)
-	require.NoError(t, err)
+			// An admin's deactivation, caught between its UPDATE and its COMMIT.
+			deactivation, err := b.db.SQL.BeginTx(t.Context(), nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = deactivation.Rollback() })
+			_, err = deactivation.Exec(`UPDATE promotion.promotion_packages SET is_active = false WHERE id = $1`, pkg.ID)
+			require.NoError(t, err)
 
-	bought := make(chan response, 1)
-	go func() {
-		bought <- b.do(t, request{method: http.MethodPost, path: purchasesPath, token: token,
-			body: purchaseBody(pkg.ID, "Project", uuid.New())})
-	}()
-	require.Eventually(t, func() bool {
-		return len(bought) > 0 || b.count(t, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
-	}, 20*time.Second, 10*time.Millisecond)
-	select {
-	case res := <-bought:
-		t.Fatalf("the purchase did not wait for the deactivation in progress: %d %s", res.status, res.body)
-	default:
+			bought := make(chan response, 1)
+			go func() {
+				bought <- b.do(t, request{method: http.MethodPost, path: purchasesPath, token: token,
+					body: purchaseBody(pkg.ID, "Project", uuid.New())})
+			}()
+			require.Eventually(t, func() bool {
+				return len(bought) > 0 || b.count(t, `SELECT count(*) FROM pg_stat_activity
+					WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+			}, 20*time.Second, 10*time.Millisecond)
+			select {
+			case res := <-bought:
+				t.Fatalf("the purchase did not wait for the deactivation in progress: %d %s", res.status, res.body)
+			default:
+			}
+			require.NoError(t, deactivation.Commit())
+
+			res := <-bought
+			require.Equal(t, http.StatusUnprocessableEntity, res.status, "the purchase sees the committed deactivation: %s", res.body)
+			require.Equal(t, []string{"packageId"}, res.problem(t).fields())
+			require.Equal(t, before, b.count(t, "SELECT count(*) FROM promotion.promotion_purchases"), "nothing written")
+			require.Len(t, b.events(t), before)
+		})
 	}
-	require.NoError(t, deactivation.Commit())
-
-	res := <-bought
-	require.Equal(t, http.StatusUnprocessableEntity, res.status, "the purchase sees the committed deactivation: %s", res.body)
-	require.Equal(t, []string{"packageId"}, res.problem(t).fields())
-	b.requireNothingWritten(t)
 }
 
 func TestTwoIdempotencyKeysAreRefused(t *testing.T) {

@@ -212,6 +212,41 @@ func TestPurchaseSnapshotsSurvivePackageEdits(t *testing.T) {
 	require.Len(t, b.events(t), 1, "editing a package announces nothing about purchases")
 }
 
+// The module builds purchases from the packages earlier purchases read
+// (ADR-0004, "The package of a purchase"); a change of the package, through
+// the API or by hand in the database, is seen by the very next purchase.
+func TestPurchaseAfterAPackageChangeCarriesTheChange(t *testing.T) {
+	t.Parallel()
+	b := newTestBundle(t)
+	pkg := b.createPackage(t, "project-boost-week", "ProjectBoost")
+	token := b.tenantToken(t, uuid.New())
+	first := b.buy(t, token, pkg.ID, 1)
+	require.Equal(t, 10, first.BoostWeight)
+
+	res := b.do(t, request{method: http.MethodPatch, path: adminPackagesPath + "/" + pkg.ID, token: b.adminToken(t), body: map[string]any{
+		"code": "project-boost-month", "boostWeight": 20, "durationDays": 30,
+		"price": map[string]any{"amount": json.Number("4990.00")},
+	}})
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	edited := b.buy(t, token, pkg.ID, 1)
+	require.Equal(t, "project-boost-month", edited.PackageCode)
+	require.Equal(t, 20, edited.BoostWeight)
+	require.Equal(t, "4990.00", edited.Price.Amount.String())
+	require.Equal(t, 30*24*time.Hour, edited.EndsAt.Sub(edited.StartsAt))
+
+	// An operator's edit that leaves updated_at alone.
+	b.exec(t, `UPDATE promotion.promotion_packages SET boost_weight = 30 WHERE id = $1`, pkg.ID)
+	require.Equal(t, 30, b.buy(t, token, pkg.ID, 1).BoostWeight)
+
+	res = b.do(t, request{method: http.MethodPatch, path: adminPackagesPath + "/" + pkg.ID, token: b.adminToken(t),
+		body: map[string]any{"isActive": false}})
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	res = b.do(t, request{method: http.MethodPost, path: purchasesPath, token: token, body: purchaseBody(pkg.ID, "Project", uuid.New())})
+	require.Equal(t, http.StatusUnprocessableEntity, res.status, string(res.body))
+	require.Equal(t, []string{"packageId"}, res.problem(t).fields())
+	require.Len(t, b.events(t), 3, "one event per purchase, none for the refused one")
+}
+
 func TestPurchasesAreTenantScoped(t *testing.T) {
 	t.Parallel()
 	b := newTestBundle(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -33,6 +34,8 @@ type PurchaseRepository struct {
 	db     *gorm.DB
 	outbox *outbox.Publisher
 	events Publications
+	// packages are guesses of the packages purchases are built from.
+	packages packageCache
 }
 
 var _ app.PurchaseRepository = (*PurchaseRepository)(nil)
@@ -55,10 +58,14 @@ func NewPurchaseRepository(db *gorm.DB, publisher *outbox.Publisher, publication
 // CONFLICT DO NOTHING: PostgreSQL makes a racing claim of the same key wait
 // until the first transaction ends, and then either insert (the first rolled
 // back) or find the conflict (it committed) — in which case Add stores
-// nothing and returns app.ErrIdempotencyKeyTaken. The package is then read
-// FOR SHARE: a deactivation (or any edit) that holds it makes the purchase
-// wait and then see its result, and one that comes later waits for the
-// purchase to commit (ADR-0004).
+// nothing and returns app.ErrIdempotencyKeyTaken. The package is locked FOR
+// SHARE by the statement that inserts the purchase, which writes nothing
+// unless the package still is the one the purchase was built from: a
+// deactivation (or any edit) that holds it makes the purchase wait and then
+// see its result, and one that comes later waits for the purchase to commit
+// (ADR-0004). The purchase is built from the cached package when there is
+// one; when that guess is stale, or build rejects it, the package is read
+// (FOR SHARE) and build runs again on what was read.
 func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim *app.IdempotencyRecord,
 	build func(*domain.Package) (*domain.Purchase, error)) (*domain.Purchase, error) {
 	var added *domain.Purchase
@@ -76,6 +83,19 @@ func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim
 				return app.ErrIdempotencyKeyTaken
 			}
 		}
+		if cached := r.packages.get(packageID); cached != nil {
+			if p, err := build(cached); err == nil {
+				inserted, err := insertPurchase(ctx, tx, cached, p)
+				if err != nil {
+					return err
+				}
+				if inserted {
+					added = p
+					return r.publish(ctx, tx, p)
+				}
+				r.packages.forget(packageID)
+			}
+		}
 		pkg, err := getPackage(selectPackages(tx.DB).Clauses(clause.Locking{
 			Strength: clause.LockingStrengthShare, Table: clause.Table{Name: "p"},
 		}), packageID)
@@ -85,15 +105,23 @@ func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim
 		if err != nil {
 			return err
 		}
+		r.packages.put(pkg)
 		p, err := build(pkg)
 		if err != nil {
 			return err
 		}
-		if err := r.create(ctx, tx, p); err != nil {
+		if pkg == nil || !pkg.IsActive() {
+			return fmt.Errorf("insert purchase %s: package %s is missing or inactive, yet build admitted it", p.ID(), packageID)
+		}
+		inserted, err := insertPurchase(ctx, tx, pkg, p)
+		if err != nil {
 			return err
 		}
+		if !inserted {
+			return fmt.Errorf("insert purchase %s: package %s changed under its share lock", p.ID(), packageID)
+		}
 		added = p
-		return nil
+		return r.publish(ctx, tx, p)
 	})
 	if err != nil {
 		return nil, err
@@ -101,20 +129,66 @@ func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim
 	return added, nil
 }
 
-// create inserts a new purchase with its targets and publishes its event,
-// inside tx. The event's occurredAt is the purchase's UpdatedAt: the moment
-// of its activation.
-func (r *PurchaseRepository) create(ctx context.Context, tx postgres.Tx, p *domain.Purchase) error {
+// insertPurchaseSQL inserts a purchase and its targets in one statement,
+// and only if the package row, locked FOR SHARE, still equals the active
+// package the purchase was built from ($1..$10); it returns the number of
+// purchases inserted, 0 or 1. The purchase's values follow in the order of
+// purchaseColumns, then its targets as three arrays.
+var insertPurchaseSQL = func() string {
+	const pkgParams = 10
+	values := make([]string, len(purchaseColumns))
+	for i := range values {
+		values[i] = fmt.Sprintf("$%d", pkgParams+1+i)
+	}
+	t := pkgParams + len(purchaseColumns) + 1
+	return `WITH pkg AS (
+	SELECT FROM ` + packagesTable + ` AS p JOIN ` + currenciesTable + ` AS c ON c.id = p.currency_id
+	WHERE p.id = $1 AND p.is_active AND p.code = $2 AND p.kind = $3 AND p.duration_days = $4
+		AND p.boost_weight = $5 AND p.price_amount = $6 AND p.currency_id = $7
+		AND c.iso_code = $8 AND c.name = $9 AND c.sign = $10
+	FOR SHARE OF p
+), purchase AS (
+	INSERT INTO ` + purchasesTable + ` (` + strings.Join(purchaseColumns, ", ") + `)
+	SELECT ` + strings.Join(values, ", ") + ` FROM pkg
+	RETURNING id
+), targets AS (
+	INSERT INTO ` + purchaseTargetsTable + ` (purchase_id, target_kind, target_id, position)
+	SELECT purchase.id, t.kind, t.id, t.position
+	FROM purchase, unnest(` + fmt.Sprintf("$%d::text[], $%d::uuid[], $%d::smallint[]", t, t+1, t+2) + `) AS t(kind, id, position)
+)
+SELECT count(*) FROM purchase`
+}()
+
+// insertPurchase inserts p, built from pkg, with its targets inside tx, in
+// one round trip. It reports false, having written nothing, when the
+// package's row no longer equals pkg; either way the row stays share-locked
+// until tx ends.
+func insertPurchase(ctx context.Context, tx postgres.Tx, pkg *domain.Package, p *domain.Purchase) (bool, error) {
 	m, targets := toDBPurchase(p)
-	if err := tx.DB.Create(&m).Error; err != nil {
-		return fmt.Errorf("insert purchase %s: %w", p.ID(), err)
+	price := pkg.Price()
+	kinds, ids, positions := make([]string, len(targets)), make([]string, len(targets)), make([]int16, len(targets))
+	for i, t := range targets {
+		kinds[i], ids[i], positions[i] = t.TargetKind, t.TargetID.String(), t.Position
 	}
-	if len(targets) > 0 {
-		if err := tx.DB.Create(&targets).Error; err != nil {
-			return fmt.Errorf("insert targets of purchase %s: %w", p.ID(), err)
-		}
+	args := make([]any, 0, 10+len(purchaseColumns)+3)
+	args = append(args, pkg.ID().String(), pkg.Code(), string(pkg.Kind()), pkg.DurationDays(), pkg.BoostWeight(),
+		price.Amount(), price.CurrencyID(), price.Currency().IsoCode, price.Currency().Name, price.Currency().Sign)
+	args = append(args, purchaseValues(m)...)
+	args = append(args, kinds, ids, positions)
+	var n int
+	if err := tx.DB.Statement.ConnPool.QueryRowContext(ctx, insertPurchaseSQL, args...).Scan(&n); err != nil {
+		return false, fmt.Errorf("insert purchase %s: %w", p.ID(), err)
 	}
-	return r.publish(ctx, tx, p)
+	return n == 1, nil
+}
+
+// purchaseValues are m's values in the order of purchaseColumns (the order
+// scanPurchases reads them in).
+func purchaseValues(m purchaseModel) []any {
+	return []any{m.ID, m.TenantID, m.PackageID, m.PackageCode, m.PackageKind, m.BoostWeight,
+		m.PriceAmount, m.CurrencyID, m.CurrencyIsoCode, m.CurrencyName, m.CurrencySign,
+		m.Status, m.PaymentStatus, m.StartsAt, m.EndsAt, m.CancelReason,
+		m.CreatedByUserID, m.UpdatedByUserID, m.CreatedAt, m.UpdatedAt, m.Version}
 }
 
 // FindIdempotencyKey returns the record of a tenant's key, or nil.

@@ -30,10 +30,12 @@ type PurchaseRepository interface {
 	// is not nil it first claims the idempotency key, and fails with
 	// ErrIdempotencyKeyTaken (storing nothing) when another request holds
 	// it; a racing request waits until the holder commits or rolls back.
-	// Then it reads the package with a share lock (nil when there is none)
-	// and stores what build makes of it: a change of the package, such as a
-	// deactivation, is ordered entirely before or after the purchase. An
-	// error from build rolls everything back and is returned as is.
+	// Then it stores what build makes of the package (nil when there is
+	// none), which it holds with a share lock until the commit: a change of
+	// the package, such as a deactivation, is ordered entirely before or
+	// after the purchase. build may run twice (again on the package as read
+	// when a remembered one was stale), so it must be pure. An error from
+	// build rolls everything back and is returned as is.
 	Add(ctx context.Context, packageID uuid.UUID, claim *IdempotencyRecord, build func(*domain.Package) (*domain.Purchase, error)) (*domain.Purchase, error)
 	// FindIdempotencyKey returns the record of a claimed key, or nil.
 	FindIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key string) (*IdempotencyRecord, error)
