@@ -8,6 +8,8 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -100,15 +102,24 @@ func requireHeldUntilFixed(t *testing.T, env func() []string, reader []kgo.Opt, 
 	t.Helper()
 	broken := startServer(t, env(), "serve")
 	purchaseID, tenant := sellOne(t, broken)
-	require.Eventually(t, func() bool {
-		return metricValue(t, broken, "pin_outbox_backlog_messages") == 1
-	}, testbed.ForwardDeadline, 50*time.Millisecond, "the held event is counted in the backlog")
-	require.Eventually(t, func() bool {
-		return regexp.MustCompile(`"msg":"outbox [a-z]+ paused"`).MatchString(broken.out.String())
-	}, testbed.ForwardDeadline, 50*time.Millisecond, "and logged")
-	require.Eventually(t, func() bool {
-		return metricValue(t, broken, "pin_outbox_publish_errors_total") > 0
-	}, testbed.ForwardDeadline, 50*time.Millisecond, "and counted as failed publish attempts")
+	testbed.Eventually(t, func() error {
+		if n := metricValue(t, broken, "pin_outbox_backlog_messages"); n != 1 {
+			return fmt.Errorf("the held event is not counted in the backlog: %v", n)
+		}
+		return nil
+	})
+	testbed.Eventually(t, func() error {
+		if !regexp.MustCompile(`"msg":"outbox [a-z]+ paused"`).MatchString(broken.out.String()) {
+			return errors.New("the held event is not logged")
+		}
+		return nil
+	})
+	testbed.Eventually(t, func() error {
+		if metricValue(t, broken, "pin_outbox_publish_errors_total") == 0 {
+			return errors.New("no failed publish attempt is counted")
+		}
+		return nil
+	})
 	require.Zero(t, metricValue(t, broken, "pin_outbox_published_total"), "nothing reached Kafka")
 	code, body := broken.do(t, http.MethodGet, "/api/developers/v1/promotions/"+purchaseID, token(t, tenant), nil)
 	require.Equal(t, http.StatusOK, code, "the API keeps answering: %v", body)
@@ -119,9 +130,12 @@ func requireHeldUntilFixed(t *testing.T, env func() []string, reader []kgo.Opt, 
 	fix()
 	fixed := startServer(t, env(), "serve")
 	require.Equal(t, []string{"Active"}, statusesOnTopic(t, brokers, reader, purchaseID, 1), "the held event is delivered")
-	require.Eventually(t, func() bool {
-		return metricValue(t, fixed, `pin_kafka_topic_partitions{topic="`+topic+`"}`) == 3
-	}, testbed.ForwardDeadline, 50*time.Millisecond, "the topic check passes with the same user")
+	testbed.Eventually(t, func() error {
+		if n := metricValue(t, fixed, `pin_kafka_topic_partitions{topic="`+topic+`"}`); n != 3 {
+			return fmt.Errorf("the topic check with the same user sees %v partitions", n)
+		}
+		return nil
+	})
 	exit, _ = fixed.stop(t)
 	require.Equal(t, 0, exit)
 	requireNoSecret(t, fixed.out.String(), secrets...)

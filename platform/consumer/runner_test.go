@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -136,9 +137,12 @@ func startAfter(t *testing.T, cfg consumer.Config, events ...testEvent) kitBundl
 	r, err := consumer.NewRunner(b.db.Gorm, cfg, b.handler, slog.New(slog.DiscardHandler), b.reg)
 	require.NoError(t, err)
 	testbed.StartRunner(t, r)
-	require.Eventually(t, func() bool {
-		return testbed.Metric(t, b.reg, "pin_consumer_consumed_total").GetCounter().GetValue() == float64(len(events))
-	}, testbed.ForwardDeadline, 10*time.Millisecond)
+	testbed.Eventually(t, func() error {
+		if n := testbed.Metric(t, b.reg, "pin_consumer_consumed_total").GetCounter().GetValue(); n != float64(len(events)) {
+			return fmt.Errorf("consumed %v of %d records", n, len(events))
+		}
+		return nil
+	})
 	return b
 }
 
