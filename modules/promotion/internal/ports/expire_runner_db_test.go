@@ -225,11 +225,9 @@ func TestExpireRunnerSLO(t *testing.T) {
 	require.False(t, asOf.IsZero())
 	require.True(t, expiredAt.Equal(asOf), "UpdatedAt = the cycle's AsOf")
 	require.False(t, asOf.Before(endsAt))
-	// The purchase expired in the first cycle after its EndsAt (every earlier
-	// cycle was before it), so EndsAt -> AsOf is under one tick gap. That the
-	// gap is Interval + the cycle's duration is the runner's timing, shown
-	// without the wall clock in TestExpireRunnerTicksOneIntervalApart: a
-	// wall-clock tolerance here failed under load.
+	// The first cycle after EndsAt expired it, so EndsAt -> AsOf is under one
+	// tick gap; the gap's length is TestExpireRunnerTicksOneIntervalApart's,
+	// without the wall clock.
 	require.True(t, previous.Before(endsAt), "the cycle before (%s) was before EndsAt", previous)
 	t.Logf("EndsAt -> AsOf %s, EndsAt -> observed %s (interval %s)", asOf.Sub(endsAt), observed.Sub(endsAt), interval)
 }
