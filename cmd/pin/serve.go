@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -88,12 +89,14 @@ func (p *platform) close() {
 	}
 }
 
-func (p *platform) promotionModule(authn *auth.Authenticator, publisher *outbox.Publisher) (*promotion.Module, error) {
+// promotionModule builds the promotion module; authenticate is nil for a
+// process that serves no HTTP.
+func (p *platform) promotionModule(authenticate echo.MiddlewareFunc, publisher *outbox.Publisher) (*promotion.Module, error) {
 	return promotion.New(promotion.Deps{
 		DB:             p.db,
 		APIDB:          p.apiDB,
 		Outbox:         publisher,
-		Auth:           authn,
+		Authenticate:   authenticate,
 		Logger:         p.logger,
 		Registerer:     p.reg,
 		TracerProvider: p.tp,
@@ -194,7 +197,7 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 	if err != nil {
 		return err
 	}
-	module, err := p.promotionModule(authn, publisher)
+	module, err := p.promotionModule(authn.Middleware(), publisher)
 	if err != nil {
 		return err
 	}
@@ -212,13 +215,13 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 
 	if dev || cfg.BoostProjection == "on" {
 		projection, err := boost.New(boost.Deps{
-			DB:         p.db,
-			APIDB:      p.apiDB,
-			Auth:       authn,
-			Brokers:    cfg.KafkaBrokers,
-			Sarama:     kafka.NewConsumerConfig("pin-"+boost.Name, sec),
-			Logger:     p.logger,
-			Registerer: p.reg,
+			DB:           p.db,
+			APIDB:        p.apiDB,
+			Authenticate: authn.Middleware(),
+			Brokers:      cfg.KafkaBrokers,
+			Sarama:       kafka.NewConsumerConfig("pin-"+boost.Name, sec),
+			Logger:       p.logger,
+			Registerer:   p.reg,
 		})
 		if err != nil {
 			return err

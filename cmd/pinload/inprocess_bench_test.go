@@ -73,7 +73,7 @@ func serveInProcess(tb testing.TB, databaseURL string, brokers []string) (string
 	publisher, err := outbox.NewPublisher(logger, tp)
 	require.NoError(tb, err)
 	module, err := promotion.New(promotion.Deps{
-		DB: gdb, Outbox: publisher, Auth: authn, Logger: logger, Registerer: reg, TracerProvider: tp,
+		DB: gdb, Outbox: publisher, Authenticate: authn.Middleware(), Logger: logger, Registerer: reg, TracerProvider: tp,
 	})
 	require.NoError(tb, err)
 	relay, err := outbox.NewRelay(sqlDB, outbox.RelayConfig{Brokers: brokers, Topics: module.OutboxTopics()}, logger, reg, tp)
@@ -81,7 +81,7 @@ func serveInProcess(tb testing.TB, databaseURL string, brokers []string) (string
 
 	cfg := httpserver.DefaultConfig()
 	e := httpserver.New(cfg, logger, reg, tp)
-	module.RegisterRoutes(e)
+	module.RegisterRoutes(e.Group(""))
 	e.GET("/readyz", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)

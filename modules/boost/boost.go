@@ -25,6 +25,7 @@ import (
 	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/consumer"
 	"github.com/pinmarket/pin/platform/host"
+	"github.com/pinmarket/pin/platform/httpserver"
 )
 
 // Name is the module's name in logs, and the consumer's name: its Kafka
@@ -40,8 +41,10 @@ type Deps struct {
 	DB *gorm.DB
 	// APIDB serves the route, with the API pool's timeouts; DB when nil.
 	APIDB *gorm.DB
-	// Auth verifies bearer tokens on the route (required).
-	Auth *auth.Authenticator
+	// Authenticate runs before the route (required): it puts the caller's
+	// auth.Principal into the request context or returns an error, as
+	// promotion.Deps.Authenticate.
+	Authenticate echo.MiddlewareFunc
 	// Brokers are the Kafka bootstrap brokers (required).
 	Brokers []string
 	// Sarama is the Kafka client configuration, with the service's security
@@ -57,9 +60,9 @@ type Deps struct {
 
 // Module is the boost projection, ready to be registered with the host.
 type Module struct {
-	db      *gorm.DB // the route's pool
-	auth    *auth.Authenticator
-	runners []host.Runner
+	db           *gorm.DB // the route's pool
+	authenticate echo.MiddlewareFunc
+	runners      []host.Runner
 }
 
 var _ host.Module = (*Module)(nil)
@@ -67,8 +70,8 @@ var _ host.Module = (*Module)(nil)
 // New builds the module: the consumer runner of the projection and the
 // retention of its inbox.
 func New(d Deps) (*Module, error) {
-	if d.DB == nil || d.Auth == nil || d.Registerer == nil || len(d.Brokers) == 0 {
-		return nil, errors.New("boost: DB, Auth, Registerer and Brokers are required")
+	if d.DB == nil || d.Authenticate == nil || d.Registerer == nil || len(d.Brokers) == 0 {
+		return nil, errors.New("boost: DB, Authenticate, Registerer and Brokers are required")
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
@@ -91,15 +94,16 @@ func New(d Deps) (*Module, error) {
 	if d.APIDB == nil {
 		d.APIDB = d.DB
 	}
-	return &Module{db: d.APIDB, auth: d.Auth, runners: []host.Runner{runner, cleaner}}, nil
+	return &Module{db: d.APIDB, authenticate: d.Authenticate, runners: []host.Runner{runner, cleaner}}, nil
 }
 
 // Name returns "boost".
 func (m *Module) Name() string { return Name }
 
-// RegisterRoutes adds the boost route: tenants and admins may read it.
-func (m *Module) RegisterRoutes(e *echo.Echo) {
-	e.GET(PathBoost, m.getBoost, m.auth.Middleware(), auth.RequireTenantOrAdmin())
+// RegisterRoutes adds the boost route to g, under g's prefix: tenants and
+// admins may read it. Its errors are problem documents on any host.
+func (m *Module) RegisterRoutes(g *echo.Group) {
+	g.GET(PathBoost, m.getBoost, httpserver.RenderProblems(), m.authenticate, auth.RequireTenantOrAdmin())
 }
 
 // Runners returns the consumer and its inbox retention.

@@ -64,10 +64,10 @@ func (b *bundle) start(t testing.TB, db *gorm.DB) (stop func()) {
 	logger := observability.NewLogger(b.logs, slog.LevelDebug)
 	authn, err := auth.NewAuthenticator([]byte(jwtSecret))
 	require.NoError(t, err)
-	m, err := boost.New(boost.Deps{DB: db, Auth: authn, Brokers: b.brokers, Logger: logger, Registerer: b.reg})
+	m, err := boost.New(boost.Deps{DB: db, Authenticate: authn.Middleware(), Brokers: b.brokers, Logger: logger, Registerer: b.reg})
 	require.NoError(t, err)
 	e := httpserver.New(httpserver.Config{}, logger, prometheus.NewRegistry(), noop.NewTracerProvider())
-	m.RegisterRoutes(e)
+	m.RegisterRoutes(e.Group(""))
 	b.http = e
 	b.token, err = authn.Issue(auth.Principal{UserID: uuid.New(), TenantID: uuid.New()}, time.Hour)
 	require.NoError(t, err)

@@ -117,7 +117,7 @@ func newModule(tb testing.TB, db *gorm.DB, w wiring) (*promotion.Module, *auth.A
 	authn, err := auth.NewAuthenticator(testSecret)
 	require.NoError(tb, err)
 	deps := promotion.Deps{
-		DB: db, APIDB: w.apiDB, Outbox: promotiontest.Publisher(tb, logger, w.tp), Auth: authn, Logger: logger,
+		DB: db, APIDB: w.apiDB, Outbox: promotiontest.Publisher(tb, logger, w.tp), Authenticate: authn.Middleware(), Logger: logger,
 		Registerer: w.registerer, TracerProvider: w.tp, Expire: w.expire,
 	}
 	build := promotion.New
@@ -150,7 +150,7 @@ func newWiredBundle(tb testing.TB, w wiring) *testBundle {
 		tp = noop.NewTracerProvider()
 	}
 	e := httpserver.New(httpserver.Config{Transient: postgres.IsTransient}, w.logger(), w.registerer, tp)
-	module.RegisterRoutes(e)
+	module.RegisterRoutes(e.Group(""))
 	return &testBundle{db: db, e: e, authn: authn, module: module, apiDB: w.apiDB}
 }
 

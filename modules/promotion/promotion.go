@@ -24,7 +24,6 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
-	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/host"
 	"github.com/pinmarket/pin/platform/outbox"
 )
@@ -40,8 +39,12 @@ type Deps struct {
 	APIDB *gorm.DB
 	// Outbox writes events inside the module's transactions (required).
 	Outbox *outbox.Publisher
-	// Auth verifies bearer tokens on the module's routes (required to serve HTTP).
-	Auth *auth.Authenticator
+	// Authenticate runs before every route (required to serve HTTP): it puts
+	// the caller's auth.Principal into the request context
+	// (auth.WithPrincipal) or returns an error, an apperror of
+	// KindUnauthenticated for a 401. `pin serve` gives
+	// auth.Authenticator.Middleware; another host gives its own.
+	Authenticate echo.MiddlewareFunc
 	// Logger is slog.Default() when nil.
 	Logger *slog.Logger
 	// Registerer receives the module's metrics; nil registers none.
@@ -95,7 +98,7 @@ func New(d Deps) (*Module, error) {
 
 // newModule builds the module publishing its event to events.
 func newModule(d Deps, events adapters.Publications) (*Module, error) {
-	// Auth is needed only to serve HTTP: `pin expire-promotions --once`
+	// Authenticate is needed only to serve HTTP: `pin expire-promotions --once`
 	// builds the module without it.
 	if d.DB == nil || d.Outbox == nil {
 		return nil, errors.New("promotion: DB and Outbox are required")
@@ -130,7 +133,7 @@ func newModule(d Deps, events adapters.Publications) (*Module, error) {
 		deps:   d,
 		events: events,
 		app:    application,
-		http:   ports.NewHTTPServer(application, d.Auth),
+		http:   ports.NewHTTPServer(application, d.Authenticate),
 	}
 	expire, err := newExpireJob(d, events)
 	if err != nil {
@@ -150,12 +153,14 @@ func newModule(d Deps, events adapters.Publications) (*Module, error) {
 // Name returns "promotion".
 func (m *Module) Name() string { return Name }
 
-// RegisterRoutes adds the module's HTTP API (docs/api/openapi.yaml) to e.
-func (m *Module) RegisterRoutes(e *echo.Echo) {
-	if m.deps.Auth == nil {
-		panic("promotion: RegisterRoutes needs Deps.Auth")
+// RegisterRoutes adds the module's HTTP API (docs/api/openapi.yaml) to g,
+// under g's prefix. The routes render their own errors as problem documents
+// on a host not built by httpserver.New (ADR-0003, "Embedding a module").
+func (m *Module) RegisterRoutes(g *echo.Group) {
+	if m.deps.Authenticate == nil {
+		panic("promotion: RegisterRoutes needs Deps.Authenticate")
 	}
-	m.http.RegisterRoutes(e)
+	m.http.RegisterRoutes(g)
 }
 
 // OutboxTopics implements host.EventSource: the topics of the module's

@@ -91,7 +91,9 @@ func (h *Host) AddModule(m Module) {
 		}
 	}
 	if h.echo != nil {
-		m.RegisterRoutes(h.echo)
+		// A group without middleware of its own adds no catch-all routes:
+		// unknown paths stay the router's 404.
+		m.RegisterRoutes(h.echo.Group(""))
 	}
 	h.runners = append(h.runners, m.Runners()...)
 	h.logger.Info("module registered", "module", m.Name(), "runners", len(m.Runners()))

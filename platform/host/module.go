@@ -24,8 +24,9 @@ type Runner interface {
 type Module interface {
 	// Name is a short, stable identifier used in logs and metrics.
 	Name() string
-	// RegisterRoutes adds the module's HTTP routes to the server.
-	RegisterRoutes(e *echo.Echo)
+	// RegisterRoutes adds the module's HTTP routes to g, under g's prefix:
+	// this host passes e.Group(""), another host may pass a prefix group.
+	RegisterRoutes(g *echo.Group)
 	// Runners lists the module's background runners.
 	Runners() []Runner
 }

@@ -157,6 +157,7 @@ func observe(logger *slog.Logger, m *httpMetrics) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
+			c.Set(rendersProblemsKey, true)
 			if err := next(c); err != nil {
 				c.Error(err)
 			}

@@ -121,6 +121,31 @@ func Problem(c echo.Context, err error) error {
 	return nil
 }
 
+// RenderProblems is the outermost route middleware of a module that may be
+// mounted on any Echo host. On a server built by New it passes the error on,
+// so that the handler deadline can turn a dependency's failure into 503 and
+// the access log sees it; on another host it renders the error (and a
+// panic) as application/problem+json itself, instead of leaving it to that
+// host's error handler.
+func RenderProblems() echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		recovering := recoverPanics()(next)
+		return func(c echo.Context) error {
+			if rendered, _ := c.Get(rendersProblemsKey).(bool); rendered {
+				return next(c)
+			}
+			if err := recovering(c); err != nil {
+				return Problem(c, err)
+			}
+			return nil
+		}
+	}
+}
+
+// rendersProblemsKey marks a request served through New, whose observe
+// middleware renders every error as a problem.
+const rendersProblemsKey = "pin.httpserver.renders_problems"
+
 // errorHandler is the echo.HTTPErrorHandler of every server built by New.
 func errorHandler(err error, c echo.Context) {
 	if werr := Problem(c, err); werr != nil {

@@ -36,32 +36,34 @@ const HeaderIdempotentReplayed = "Idempotent-Replayed"
 
 // HTTPServer holds the module's HTTP handlers.
 type HTTPServer struct {
-	app  app.Application
-	auth *auth.Authenticator
+	app          app.Application
+	authenticate echo.MiddlewareFunc
 }
 
-// NewHTTPServer returns the handlers of application, authenticated by authn.
-func NewHTTPServer(application app.Application, authn *auth.Authenticator) *HTTPServer {
-	return &HTTPServer{app: application, auth: authn}
+// NewHTTPServer returns the handlers of application; authenticate puts the
+// caller's auth.Principal into the request context or fails the request.
+func NewHTTPServer(application app.Application, authenticate echo.MiddlewareFunc) *HTTPServer {
+	return &HTTPServer{app: application, authenticate: authenticate}
 }
 
-// RegisterRoutes adds the module's routes to e. Middleware is attached per
-// route rather than per group: an Echo group with middleware also registers
-// catch-all routes, which would answer unknown paths with 401 instead of
-// 404.
-func (s *HTTPServer) RegisterRoutes(e *echo.Echo) {
-	authn := s.auth.Middleware()
-	tenant := []echo.MiddlewareFunc{authn, auth.RequireTenant()}
-	admin := []echo.MiddlewareFunc{authn, auth.RequireAdmin()}
-	tenantOrAdmin := []echo.MiddlewareFunc{authn, auth.RequireTenantOrAdmin()}
+// RegisterRoutes adds the module's routes to g. Middleware is attached per
+// route rather than with g.Use: an Echo group with middleware also
+// registers catch-all routes, which would answer unknown paths with 401
+// instead of 404. RenderProblems comes first so that the authenticator's
+// errors, too, are problem documents on any host.
+func (s *HTTPServer) RegisterRoutes(g *echo.Group) {
+	chain := func(role echo.MiddlewareFunc) []echo.MiddlewareFunc {
+		return []echo.MiddlewareFunc{httpserver.RenderProblems(), s.authenticate, role}
+	}
+	tenant, admin, tenantOrAdmin := chain(auth.RequireTenant()), chain(auth.RequireAdmin()), chain(auth.RequireTenantOrAdmin())
 
-	e.GET(PathDeveloperPackages, s.listActivePackages, tenant...)
-	e.POST(PathAdminPackages, s.createPackage, admin...)
-	e.PATCH(PathAdminPackage, s.updatePackage, admin...)
-	e.POST(PathPurchases, s.purchasePromotion, tenant...)
-	e.GET(PathPurchases, s.listPurchases, tenant...)
-	e.GET(PathPurchase, s.getPurchase, tenantOrAdmin...)
-	e.POST(PathPurchaseCancel, s.cancelPromotion, tenantOrAdmin...)
+	g.GET(PathDeveloperPackages, s.listActivePackages, tenant...)
+	g.POST(PathAdminPackages, s.createPackage, admin...)
+	g.PATCH(PathAdminPackage, s.updatePackage, admin...)
+	g.POST(PathPurchases, s.purchasePromotion, tenant...)
+	g.GET(PathPurchases, s.listPurchases, tenant...)
+	g.GET(PathPurchase, s.getPurchase, tenantOrAdmin...)
+	g.POST(PathPurchaseCancel, s.cancelPromotion, tenantOrAdmin...)
 }
 
 func (s *HTTPServer) listActivePackages(c echo.Context) error {
@@ -92,7 +94,8 @@ func (s *HTTPServer) createPackage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	c.Response().Header().Set(echo.HeaderLocation, PathAdminPackages+"/"+pkg.ID().String())
+	// c.Path() is the route's template with the host's prefix, if any.
+	c.Response().Header().Set(echo.HeaderLocation, c.Path()+"/"+pkg.ID().String())
 	return c.JSON(http.StatusCreated, toHTTPPackage(pkg))
 }
 
@@ -134,7 +137,7 @@ func (s *HTTPServer) purchasePromotion(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	c.Response().Header().Set(echo.HeaderLocation, PathPurchases+"/"+res.Purchase.ID().String())
+	c.Response().Header().Set(echo.HeaderLocation, c.Path()+"/"+res.Purchase.ID().String())
 	if !res.Created {
 		c.Response().Header().Set(HeaderIdempotentReplayed, "true")
 		return c.JSON(http.StatusOK, toHTTPPurchase(res.Purchase))
