@@ -20,6 +20,7 @@ func Eventually(tb testing.TB, cond func() error) {
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("testbed: still not after %s: %v", ForwardDeadline, err)
+			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

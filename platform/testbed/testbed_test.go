@@ -3,9 +3,12 @@ package testbed_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -111,4 +114,57 @@ func TestEventuallyPollsUntilTheConditionHolds(t *testing.T) {
 		return nil
 	})
 	require.Equal(t, 3, calls)
+}
+
+// runnerFunc is a host.Runner made of a function.
+type runnerFunc func(ctx context.Context) error
+
+func (runnerFunc) Name() string                    { return "test-runner" }
+func (f runnerFunc) Run(ctx context.Context) error { return f(ctx) }
+
+// StartRunner starts a runner that failed again, as the host does, and
+// stop returns once Run has.
+func TestStartRunnerRestartsAFailedRunnerAndStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs atomic.Int32
+		var returned atomic.Bool
+		stop := testbed.StartRunner(t, runnerFunc(func(ctx context.Context) error {
+			if runs.Add(1) == 1 {
+				return errors.New("broker not up yet")
+			}
+			<-ctx.Done()
+			time.Sleep(time.Second) // finishing what is in flight
+			returned.Store(true)
+			return nil
+		}))
+		time.Sleep(time.Minute)
+		require.EqualValues(t, 2, runs.Load(), "started again after its failure, once")
+		stop()
+		require.True(t, returned.Load(), "stop returned before Run did")
+	})
+}
+
+// fatalRecorder records Fatalf instead of ending the test.
+type fatalRecorder struct {
+	testing.TB
+	fatal string
+}
+
+func (r *fatalRecorder) Helper() {}
+
+func (r *fatalRecorder) Fatalf(format string, args ...any) { r.fatal = fmt.Sprintf(format, args...) }
+
+// Eventually gives up after ForwardDeadline with the condition's last error.
+func TestEventuallyFailsWithTheLastError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &fatalRecorder{TB: t}
+		start := time.Now()
+		calls := 0
+		testbed.Eventually(rec, func() error {
+			calls++
+			return fmt.Errorf("attempt %d", calls)
+		})
+		require.Equal(t, fmt.Sprintf("testbed: still not after %s: attempt %d", testbed.ForwardDeadline, calls), rec.fatal)
+		require.GreaterOrEqual(t, time.Since(start), testbed.ForwardDeadline)
+	})
 }
