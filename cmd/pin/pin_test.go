@@ -390,6 +390,7 @@ func TestDevFromPurchaseToKafkaAndBack(t *testing.T) {
 	require.Equal(t, []string{"Active", "Cancelled"}, statuses, "both events, in order, on one partition")
 
 	requireExportedMetricsListed(t, s)
+	requireTracedPurchase(t, s)
 
 	// The banner's exports follow the addresses given, for a second shell.
 	for _, line := range []string{

@@ -77,7 +77,7 @@ func (p *platform) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := p.tp.Shutdown(ctx); err != nil {
-		p.logger.Warn("tracer provider shutdown", "error", err)
+		p.logger.WarnContext(ctx, "tracer provider shutdown", "error", err)
 	}
 	for _, db := range []*gorm.DB{p.db, p.apiDB} {
 		if db == nil {
@@ -168,7 +168,7 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 			}
 			defer stopBroker()
 			cfg.KafkaBrokers = []string{cfg.DevKafkaAddr}
-			p.logger.Info("embedded Kafka-protocol broker started", "addr", cfg.DevKafkaAddr, "topics", promotion.Topics())
+			p.logger.InfoContext(ctx, "embedded Kafka-protocol broker started", "addr", cfg.DevKafkaAddr, "topics", promotion.Topics())
 		}
 	}
 
@@ -237,7 +237,7 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 			return err
 		}
 	}
-	p.logger.Info("pin started", "version", version(), "http_addr", cfg.HTTPAddr, "dev", dev, "kafka_brokers", cfg.KafkaBrokers, "kafka_security", sec)
+	p.logger.InfoContext(ctx, "pin started", "version", version(), "http_addr", cfg.HTTPAddr, "dev", dev, "kafka_brokers", cfg.KafkaBrokers, "kafka_security", sec)
 	if err := h.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

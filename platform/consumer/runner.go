@@ -199,7 +199,7 @@ func (r *Runner[B]) processBatch(ctx context.Context, msgs []*sarama.ConsumerMes
 	if err == nil {
 		r.metrics.batch.WithLabelValues(r.cfg.Name).Observe(float64(len(events)))
 		for i, out := range outs {
-			r.count(out, events[i])
+			r.count(ctx, out, events[i])
 		}
 		return nil
 	}
@@ -222,7 +222,7 @@ func (r *Runner[B]) process(ctx context.Context, rec Record, e Event[B]) error {
 		outs, err := r.apply(context.WithoutCancel(ctx), []Event[B]{e})
 		if err == nil {
 			r.metrics.batch.WithLabelValues(r.cfg.Name).Observe(1)
-			r.count(outs[0], e)
+			r.count(ctx, outs[0], e)
 			return nil
 		}
 		if attempt >= r.cfg.MaxAttempts {
@@ -354,11 +354,11 @@ func (r *Runner[B]) deadLetter(ctx context.Context, rec Record, cause error, att
 	}
 	r.logger.ErrorContext(ctx, "record dead-lettered", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset,
 		"key", string(rec.Key), "attempts", attempts, "error", cause)
-	r.count(deadLettered, Event[B]{})
+	r.count(ctx, deadLettered, Event[B]{})
 	return nil
 }
 
-func (r *Runner[B]) count(out outcome, e Event[B]) {
+func (r *Runner[B]) count(ctx context.Context, out outcome, e Event[B]) {
 	name := r.cfg.Name
 	r.metrics.consumed.WithLabelValues(name).Inc()
 	switch out {
@@ -366,10 +366,10 @@ func (r *Runner[B]) count(out outcome, e Event[B]) {
 		r.metrics.delay.WithLabelValues(name).Observe(r.cfg.Now().Sub(e.OccurredAt).Seconds())
 	case duplicate:
 		r.metrics.duplicates.WithLabelValues(name).Inc()
-		r.logger.Debug("duplicate skipped", "message_id", e.MessageID)
+		r.logger.DebugContext(ctx, "duplicate skipped", "message_id", e.MessageID)
 	case stale:
 		r.metrics.stale.WithLabelValues(name).Inc()
-		r.logger.Info("stale event skipped", "message_id", e.MessageID, "aggregate_id", e.AggregateID, "version", e.Version)
+		r.logger.InfoContext(ctx, "stale event skipped", "message_id", e.MessageID, "aggregate_id", e.AggregateID, "version", e.Version)
 	case deadLettered:
 		r.metrics.deadLetters.WithLabelValues(name).Inc()
 	}

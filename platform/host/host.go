@@ -134,11 +134,11 @@ func (h *Host) Run(ctx context.Context) error {
 	var err error
 	select {
 	case <-ctx.Done():
-		h.logger.Info("stop requested: finishing in-flight work", "timeout", h.cfg.ShutdownTimeout.String())
+		h.logger.InfoContext(ctx, "stop requested: finishing in-flight work", "timeout", h.cfg.ShutdownTimeout.String())
 	case err = <-serveErr:
 		serveErr = nil // already received; the server has stopped
 		if err != nil {
-			h.logger.Error("http server failed", "error", err)
+			h.logger.ErrorContext(ctx, "http server failed", "error", err)
 			err = fmt.Errorf("host: http server: %w", err)
 		}
 	}
@@ -158,7 +158,7 @@ func (h *Host) Run(ctx context.Context) error {
 		if serr != nil && err == nil {
 			err = fmt.Errorf("host: http server: %w", serr)
 		}
-		h.logger.Info("stopped")
+		h.logger.InfoContext(ctx, "stopped")
 		return err
 	case <-time.After(h.cfg.ShutdownTimeout):
 		return errors.Join(err, fmt.Errorf("host: work still in flight after the %s shutdown timeout", h.cfg.ShutdownTimeout))
@@ -175,7 +175,7 @@ func (h *Host) supervise(ctx context.Context, r Runner) {
 		err := runSafely(ctx, r)
 		if ctx.Err() != nil {
 			if err != nil {
-				h.logger.Warn("runner stopped with an error", "runner", r.Name(), "error", err)
+				h.logger.WarnContext(ctx, "runner stopped with an error", "runner", r.Name(), "error", err)
 			}
 			return
 		}
@@ -191,7 +191,7 @@ func (h *Host) supervise(ctx context.Context, r Runner) {
 		if time.Since(started) > 4*h.cfg.MaxBackoff {
 			backoff = h.cfg.MinBackoff
 		}
-		h.logger.Error("runner failed; restarting", "runner", r.Name(), "kind", kind, "error", err, "backoff", backoff.String())
+		h.logger.ErrorContext(ctx, "runner failed; restarting", "runner", r.Name(), "kind", kind, "error", err, "backoff", backoff.String())
 		select {
 		case <-ctx.Done():
 			return
