@@ -63,6 +63,30 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 	if tx.Exec == nil {
 		return errors.New("outbox: publish outside a transaction")
 	}
+	ctx, span, err := p.start(ctx, kafkaTopic, msgs)
+	if err != nil {
+		return err
+	}
+	defer span.End()
+
+	// A watermill-sql publisher bound to this transaction: one multi-row
+	// insert of the plain messages into the topic's table.
+	sqlPub, err := watermillsql.NewPublisher(tx.Exec, watermillsql.PublisherConfig{
+		SchemaAdapter:        p.schema,
+		AutoInitializeSchema: false,
+	}, p.logger)
+	if err != nil {
+		return p.fail(span, kafkaTopic, err)
+	}
+	if err := sqlPub.Publish(kafkaTopic, msgs...); err != nil {
+		return p.fail(span, kafkaTopic, err)
+	}
+	return nil
+}
+
+// start opens the publication's span and readies msgs for kafkaTopic's
+// table: checked, with the traceparent and correlation id in their metadata.
+func (p *Publisher) start(ctx context.Context, kafkaTopic string, msgs []*message.Message) (context.Context, trace.Span, error) {
 	ctx, span := p.tracer.Start(ctx, "outbox publish "+kafkaTopic,
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
@@ -71,7 +95,6 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 			attribute.String("messaging.operation.type", "create"),
 			attribute.Int("messaging.batch.message_count", len(msgs)),
 		))
-	defer span.End()
 	// A background cycle's publication carries its run id (the expiry job's
 	// design document asks for it on the publish span).
 	if runID := observability.RunID(ctx); runID != "" {
@@ -85,7 +108,9 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 
 	for _, msg := range msgs {
 		if err := checkMessage(msg); err != nil {
-			return p.fail(span, kafkaTopic, err)
+			err = p.fail(span, kafkaTopic, err)
+			span.End()
+			return ctx, span, err
 		}
 		if traceparent != "" {
 			msg.Metadata.Set(kafka.MetaTraceparent, traceparent)
@@ -103,17 +128,53 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 		span.SetAttributes(attribute.String("messaging.message.id", msgs[0].UUID))
 	}
 
-	// A watermill-sql publisher bound to this transaction: one multi-row
-	// insert of the plain messages into the topic's table.
-	sqlPub, err := watermillsql.NewPublisher(tx.Exec, watermillsql.PublisherConfig{
-		SchemaAdapter:        p.schema,
-		AutoInitializeSchema: false,
-	}, p.logger)
-	if err != nil {
-		return p.fail(span, kafkaTopic, err)
+	return ctx, span, nil
+}
+
+// Rows are messages readied for one topic's outbox table, for a caller that
+// inserts them with a statement of its own (in one round trip with the
+// change they announce); Publish is the way for everyone else.
+type Rows struct {
+	// Table is the topic's outbox table (TableName).
+	Table string
+	// UUIDs, Payloads and Metadata are the uuid, payload and metadata
+	// column of each row, index-aligned with the messages.
+	UUIDs, Payloads, Metadata []string
+	span                      trace.Span
+	publisher                 *Publisher
+	topic                     string
+}
+
+// Prepare readies msgs as Publish would (checks, trace context, correlation
+// id) and starts the publication's span; the caller inserts the rows inside
+// its transaction and then calls Done with the insert's error.
+func (p *Publisher) Prepare(ctx context.Context, kafkaTopic string, msgs ...*message.Message) (*Rows, error) {
+	if err := checkTopic(kafkaTopic); err != nil {
+		return nil, err
 	}
-	if err := sqlPub.Publish(kafkaTopic, msgs...); err != nil {
-		return p.fail(span, kafkaTopic, err)
+	_, span, err := p.start(ctx, kafkaTopic, msgs)
+	if err != nil {
+		return nil, err
+	}
+	r := &Rows{Table: TableName(kafkaTopic), span: span, publisher: p, topic: kafkaTopic,
+		UUIDs: make([]string, len(msgs)), Payloads: make([]string, len(msgs)), Metadata: make([]string, len(msgs))}
+	for i, msg := range msgs {
+		md, err := json.Marshal(msg.Metadata)
+		if err != nil {
+			err = p.fail(span, kafkaTopic, fmt.Errorf("message %s: metadata: %w", msg.UUID, err))
+			span.End()
+			return nil, err
+		}
+		r.UUIDs[i], r.Payloads[i], r.Metadata[i] = msg.UUID, string(msg.Payload), string(md)
+	}
+	return r, nil
+}
+
+// Done ends the publication's span, recording err.
+func (r *Rows) Done(err error) error {
+	defer r.span.End()
+	if err != nil {
+		return r.publisher.fail(r.span, r.topic, err)
 	}
 	return nil
 }

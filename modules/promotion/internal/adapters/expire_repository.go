@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
@@ -56,63 +56,64 @@ type expiryCandidate struct {
 // ExpireBatch implements app.ExpireStore; b.Expire may run on several
 // goroutines. Every poison check (transition, event) runs before the first
 // write, and the rows stay locked until the commit, so no cancellation can
-// slip between a transition and its event.
+// slip between a transition and its event. A batch is four round trips:
+// BEGIN, one selection, one write (transitions, events, poison forgotten),
+// COMMIT. When a row refuses the set-based write, the batch is rolled back
+// and done again with a savepoint per row, so only that row is set aside.
 func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
 	if b.Limit <= 0 || b.Expire == nil {
 		return app.ExpireBatchResult{}, errors.New("expire batch: a positive limit and an Expire func are required")
 	}
+	res, err := r.expireBatch(ctx, b, false)
+	if errors.Is(err, errSetRefused) {
+		res, err = r.expireBatch(ctx, b, true)
+	}
+	if err != nil {
+		return app.ExpireBatchResult{}, err
+	}
+	return res, nil
+}
+
+// errSetRefused marks a row error of the set-based write: the batch is
+// redone row by row.
+var errSetRefused = errors.New("a row refused the set-based write")
+
+func (r *ExpireRepository) expireBatch(ctx context.Context, b app.ExpireBatch, rowByRow bool) (app.ExpireBatchResult, error) {
 	var res app.ExpireBatchResult
 	err := postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
 		res = app.ExpireBatchResult{}
-		rows, err := selectDue(tx.DB, b.AsOf, b.Limit, b.Exclude)
+		sel, err := selectBatch(ctx, tx, b)
 		if err != nil {
 			return err
 		}
-		skipped, err := countSkippedLocked(ctx, tx, b, rows)
-		if err != nil {
-			return err
-		}
-		res.SkippedLocked = skipped
-		retries, err := selectPoisonRetries(tx.DB, b.AsOf, PoisonRetrySlots(b.Limit), b.Exclude)
-		if err != nil {
-			return err
-		}
-		res.Retried = len(retries)
-		rows = append(rows, retries...)
-		res.Selected = len(rows)
+		res.SkippedLocked, res.Retried, res.Selected = sel.skipped, sel.retried, len(sel.rows)
 		if b.Selected != nil {
-			b.Selected(len(rows))
+			b.Selected(len(sel.rows))
 		}
-		if len(rows) == 0 {
+		if len(sel.rows) == 0 {
 			return nil
 		}
+		candidates, failed := prepareExpiries(ctx, r.events, sel.rows, sel.targets, b)
+		res.Failed = append(res.Failed, failed...)
 
-		ids := make([]uuid.UUID, len(rows))
-		for i, m := range rows {
-			ids[i] = m.ID
+		var written []expiryCandidate
+		if rowByRow {
+			written, failed, err = r.writeRowByRow(ctx, tx, candidates)
+		} else {
+			written, failed, err = r.writeSet(ctx, tx, candidates, sel.retried > 0)
+			if isRowError(err) {
+				return fmt.Errorf("%w: %w", errSetRefused, err)
+			}
 		}
-		targets, err := loadExpiryTargets(ctx, tx, ids)
 		if err != nil {
 			return err
 		}
-		candidates, failed := prepareExpiries(ctx, r.events, rows, targets, b)
 		res.Failed = append(res.Failed, failed...)
-
-		written, failed, err := writeTransitions(ctx, tx, candidates)
-		if err != nil {
+		if err := rememberPoison(ctx, tx, b.AsOf, res.Failed); err != nil {
 			return err
 		}
-		res.Failed = append(res.Failed, failed...)
-		if err := rememberPoison(ctx, tx, b.AsOf, written, res.Failed); err != nil {
-			return err
-		}
-		events := make([][]*message.Message, len(written))
-		for i, c := range written {
-			events[i] = c.events
+		for _, c := range written {
 			res.Expired = append(res.Expired, c.purchase)
-		}
-		if err := r.events.publish(ctx, tx, r.outbox, events...); err != nil {
-			return fmt.Errorf("publish expired events: %w", err)
 		}
 		return nil
 	})
@@ -131,24 +132,8 @@ const knownPoison = `EXISTS (SELECT 1 FROM ` + expirePoisonTable + ` AS x WHERE 
 // never takes a healthy purchase's slot.
 func PoisonRetrySlots(limit int) int { return max(limit/10, 1) }
 
-// dueQuery selects a batch: due Active purchases that are not known poison,
-// oldest first, FOR UPDATE SKIP LOCKED. WHERE and ORDER BY match the partial
-// index promotion_purchases_expiry_idx, so Expired and Cancelled rows cost
-// nothing.
-func dueQuery(db *gorm.DB, asOf time.Time, limit int, exclude []uuid.UUID) *gorm.DB {
-	q := db.Model(&purchaseModel{}).
-		Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Options: clause.LockingOptionsSkipLocked}).
-		Where("status = ? AND ends_at <= ?", string(domain.StatusActive), asOf).
-		Where("NOT " + knownPoison)
-	if len(exclude) > 0 {
-		q = q.Where("id NOT IN ?", exclude)
-	}
-	return q.Order("ends_at, id").Limit(limit)
-}
-
-// purchaseColumns are the columns of purchaseModel in the order selectDue
-// scans them. A test compares them with the model, so a column
-// added to the model cannot be silently left out of the job's events.
+// purchaseColumns are the columns of purchaseModel in the order
+// purchaseFields scans them; a test compares them with the model.
 var purchaseColumns = []string{
 	"id", "tenant_id", "package_id", "package_code", "package_kind", "boost_weight",
 	"price_amount", "currency_id", "currency_iso_code", "currency_name", "currency_sign",
@@ -156,57 +141,139 @@ var purchaseColumns = []string{
 	"created_by_user_id", "updated_by_user_id", "created_at", "updated_at", "version",
 }
 
-// selectDue runs dueQuery. It scans the rows itself rather than with Find:
-// GORM's reflective scan of a full batch costs more than the query does.
-func selectDue(db *gorm.DB, asOf time.Time, limit int, exclude []uuid.UUID) ([]purchaseModel, error) {
-	rows, err := dueQuery(db, asOf, limit, exclude).Select(purchaseColumns).Rows()
-	if err != nil {
-		return nil, fmt.Errorf("select due purchases: %w", err)
-	}
-	return scanPurchases(rows, limit)
+// purchaseFields are the scan destinations of purchaseColumns in m.
+func purchaseFields(m *purchaseModel) []any {
+	return []any{&m.ID, &m.TenantID, &m.PackageID, &m.PackageCode, &m.PackageKind, &m.BoostWeight,
+		&m.PriceAmount, &m.CurrencyID, &m.CurrencyIsoCode, &m.CurrencyName, &m.CurrencySign,
+		&m.Status, &m.PaymentStatus, &m.StartsAt, &m.EndsAt, &m.CancelReason,
+		&m.CreatedByUserID, &m.UpdatedByUserID, &m.CreatedAt, &m.UpdatedAt, &m.Version}
 }
 
-// poisonRetryQuery selects up to limit due purchases that are known
-// poison, the least recently tried first (so every one of them is retried
-// in turn), locked like the regular selection.
-func poisonRetryQuery(db *gorm.DB, asOf time.Time, limit int, exclude []uuid.UUID) *gorm.DB {
-	q := db.Table(purchasesTable+" AS p").
-		Joins("JOIN "+expirePoisonTable+" AS x ON x.purchase_id = p.id").
-		Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Table: clause.Table{Name: "p"}, Options: clause.LockingOptionsSkipLocked}).
-		Where("p.status = ? AND p.ends_at <= ?", string(domain.StatusActive), asOf)
-	if len(exclude) > 0 {
-		q = q.Where("p.id NOT IN ?", exclude)
+// columnList is cols joined for a SELECT, each with prefix.
+func columnList(prefix string, cols []string) string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = prefix + c
 	}
-	return q.Order("x.last_attempt_at, x.purchase_id").Limit(limit)
+	return strings.Join(out, ", ")
 }
 
-// selectPoisonRetries runs poisonRetryQuery.
-func selectPoisonRetries(db *gorm.DB, asOf time.Time, limit int, exclude []uuid.UUID) ([]purchaseModel, error) {
-	cols := make([]string, len(purchaseColumns))
-	for i, c := range purchaseColumns {
-		cols[i] = "p." + c
-	}
-	rows, err := poisonRetryQuery(db, asOf, limit, exclude).Select(cols).Rows()
+// selectBatchQuery selects a batch in one round trip ($1 AsOf, $2 Exclude,
+// $3 Limit, $4 the retry slots):
+//   - due: Active, due, not known poison, oldest first, FOR UPDATE SKIP
+//     LOCKED; WHERE and ORDER BY match the partial index
+//     promotion_purchases_expiry_idx, so terminal rows cost nothing;
+//   - retry: known poison, least recently tried first, beyond the limit;
+//   - each row's targets as "kind id,kind id" in position order;
+//   - skipped: due rows another transaction holds. SKIP LOCKED does not say,
+//     so a plain read (it does not wait for locks) counts the window the
+//     selection scanned, capped, minus the rows taken.
+var selectBatchQuery = `WITH due AS (
+	SELECT ` + columnList("", purchaseColumns) + ` FROM ` + purchasesTable + `
+	WHERE status = 'Active' AND ends_at <= $1 AND id <> ALL($2::uuid[]) AND NOT ` + knownPoison + `
+	ORDER BY ends_at, id LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), retry AS (
+	SELECT ` + columnList("p.", purchaseColumns) + `, x.last_attempt_at AS sort_at
+	FROM ` + purchasesTable + ` AS p JOIN ` + expirePoisonTable + ` AS x ON x.purchase_id = p.id
+	WHERE p.status = 'Active' AND p.ends_at <= $1 AND p.id <> ALL($2::uuid[])
+	ORDER BY x.last_attempt_at, x.purchase_id LIMIT $4
+	FOR UPDATE OF p SKIP LOCKED
+), picked AS (
+	SELECT 0 AS slot, ends_at AS sort_at, ` + columnList("", purchaseColumns) + ` FROM due
+	UNION ALL
+	SELECT 1, sort_at, ` + columnList("", purchaseColumns) + ` FROM retry
+)
+SELECT ` + columnList("k.", purchaseColumns) + `, k.slot,
+	(SELECT string_agg(t.target_kind || ' ' || t.target_id::text, ',' ORDER BY t.position)
+		FROM ` + purchaseTargetsTable + ` AS t WHERE t.purchase_id = k.id),
+	(SELECT count(*) FROM (
+		SELECT 1 FROM ` + purchasesTable + ` AS q
+		WHERE q.status = 'Active' AND q.ends_at <= $1 AND q.id <> ALL($2::uuid[])
+			AND NOT EXISTS (SELECT 1 FROM ` + expirePoisonTable + ` AS x WHERE x.purchase_id = q.id)
+			AND ((SELECT count(*) FROM due) < $3
+				OR (q.ends_at, q.id) <= (SELECT ends_at, id FROM due ORDER BY ends_at DESC, id DESC LIMIT 1))
+		ORDER BY q.ends_at, q.id LIMIT $3 + (SELECT count(*) FROM due)
+	) AS w) - (SELECT count(*) FROM due)
+FROM picked AS k
+ORDER BY k.slot, k.sort_at, k.id`
+
+// batchSelection is what selectBatch locked.
+type batchSelection struct {
+	rows    []purchaseModel
+	targets map[uuid.UUID][]targetModel
+	retried int
+	skipped int
+}
+
+// selectBatch runs selectBatchQuery. Without a row it cannot carry the
+// skipped count, which is then asked for alone.
+func selectBatch(ctx context.Context, tx postgres.Tx, b app.ExpireBatch) (batchSelection, error) {
+	exclude := uuidStrings(b.Exclude)
+	rows, err := tx.Exec.QueryContext(ctx, selectBatchQuery, b.AsOf, exclude, b.Limit, PoisonRetrySlots(b.Limit))
 	if err != nil {
-		return nil, fmt.Errorf("select poison purchases to retry: %w", err)
+		return batchSelection{}, fmt.Errorf("select due purchases: %w", err)
 	}
-	return scanPurchases(rows, limit)
+	defer rows.Close()
+	sel := batchSelection{rows: make([]purchaseModel, 0, b.Limit), targets: make(map[uuid.UUID][]targetModel, b.Limit)}
+	for rows.Next() {
+		var m purchaseModel
+		var slot int
+		var targets sql.NullString
+		if err := rows.Scan(append(purchaseFields(&m), &slot, &targets, &sel.skipped)...); err != nil {
+			return batchSelection{}, fmt.Errorf("select due purchases: %w", err)
+		}
+		sel.rows = append(sel.rows, m)
+		sel.retried += slot
+		if ts := parseTargets(m.ID, targets.String); ts != nil {
+			sel.targets[m.ID] = ts
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return batchSelection{}, fmt.Errorf("select due purchases: %w", err)
+	}
+	sel.skipped = max(sel.skipped, 0)
+	if len(sel.rows) == 0 {
+		rows, err := tx.Exec.QueryContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+purchasesTable+`
+	WHERE status = 'Active' AND ends_at <= $1 AND id <> ALL($2::uuid[]) AND NOT `+knownPoison+`
+	ORDER BY ends_at, id LIMIT $3) AS w`, b.AsOf, exclude, b.Limit)
+		if err != nil {
+			return batchSelection{}, fmt.Errorf("count skipped-locked purchases: %w", err)
+		}
+		defer rows.Close()
+		if rows.Next() {
+			err = rows.Scan(&sel.skipped)
+		}
+		if err := errors.Join(err, rows.Close()); err != nil {
+			return batchSelection{}, fmt.Errorf("count skipped-locked purchases: %w", err)
+		}
+	}
+	return sel, nil
+}
+
+// parseTargets reads selectBatchQuery's "kind id,kind id". A target that
+// does not parse keeps the whole text as its kind, so the purchase fails as
+// a poison item (unknown kind), not the batch.
+func parseTargets(purchaseID uuid.UUID, s string) []targetModel {
+	if s == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	out := make([]targetModel, len(parts))
+	for i, part := range parts {
+		kind, id, _ := strings.Cut(part, " ")
+		tid, err := uuid.Parse(id)
+		if err != nil {
+			kind = part
+		}
+		out[i] = targetModel{PurchaseID: purchaseID, TargetKind: kind, TargetID: tid, Position: int16(i)}
+	}
+	return out
 }
 
 // rememberPoison records the batch's failures in promotion.expire_poison
-// (one more failure, the last error and attempt) and forgets the purchases
-// that did expire, in the batch's transaction.
-func rememberPoison(ctx context.Context, tx postgres.Tx, asOf time.Time, written []expiryCandidate, failed []app.FailedExpiry) error {
-	if len(written) > 0 {
-		ids := make([]uuid.UUID, len(written))
-		for i, c := range written {
-			ids[i] = c.purchase.ID()
-		}
-		if _, err := tx.Exec.ExecContext(ctx, `DELETE FROM `+expirePoisonTable+` WHERE purchase_id = ANY($1::uuid[])`,
-			uuidStrings(ids)); err != nil {
-			return fmt.Errorf("forget expired poison purchases: %w", err)
-		}
-	}
+// (one more failure, the last error and attempt), in its transaction.
+func rememberPoison(ctx context.Context, tx postgres.Tx, asOf time.Time, failed []app.FailedExpiry) error {
 	if len(failed) == 0 {
 		return nil
 	}
@@ -224,88 +291,6 @@ SET failures = x.failures + 1, last_error = EXCLUDED.last_error, last_attempt_at
 		return fmt.Errorf("remember poison purchases: %w", err)
 	}
 	return nil
-}
-
-// scanPurchases reads rows of purchaseColumns and closes them.
-func scanPurchases(rows *sql.Rows, limit int) ([]purchaseModel, error) {
-	defer rows.Close()
-	out := make([]purchaseModel, 0, limit)
-	for rows.Next() {
-		var m purchaseModel
-		if err := rows.Scan(&m.ID, &m.TenantID, &m.PackageID, &m.PackageCode, &m.PackageKind, &m.BoostWeight,
-			&m.PriceAmount, &m.CurrencyID, &m.CurrencyIsoCode, &m.CurrencyName, &m.CurrencySign,
-			&m.Status, &m.PaymentStatus, &m.StartsAt, &m.EndsAt, &m.CancelReason,
-			&m.CreatedByUserID, &m.UpdatedByUserID, &m.CreatedAt, &m.UpdatedAt, &m.Version); err != nil {
-			return nil, fmt.Errorf("select due purchases: %w", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, fmt.Errorf("select due purchases: %w", err)
-	}
-	return out, nil
-}
-
-// loadExpiryTargets loads the targets of the whole batch in one query, each
-// purchase's in position order: one uuid[] parameter rather than an IN list
-// of a parameter per purchase. A purchase without targets is absent from the
-// map (a poison item).
-func loadExpiryTargets(ctx context.Context, tx postgres.Tx, ids []uuid.UUID) (map[uuid.UUID][]targetModel, error) {
-	rows, err := tx.Exec.QueryContext(ctx, `SELECT purchase_id, target_kind, target_id, position
-	FROM `+purchaseTargetsTable+`
-	WHERE purchase_id = ANY($1::uuid[])
-	ORDER BY purchase_id, position`, uuidStrings(ids))
-	if err != nil {
-		return nil, fmt.Errorf("load purchase targets: %w", err)
-	}
-	defer rows.Close()
-	out := make(map[uuid.UUID][]targetModel, len(ids))
-	for rows.Next() {
-		var t targetModel
-		if err := rows.Scan(&t.PurchaseID, &t.TargetKind, &t.TargetID, &t.Position); err != nil {
-			return nil, fmt.Errorf("load purchase targets: %w", err)
-		}
-		out[t.PurchaseID] = append(out[t.PurchaseID], t)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, fmt.Errorf("load purchase targets: %w", err)
-	}
-	return out, nil
-}
-
-// countSkippedLocked counts the due rows the selection passed over because
-// another transaction held them. SKIP LOCKED does not say, so a plain read
-// (which does not wait for locks) counts the window the selection scanned,
-// capped at two batches of index entries, minus the batch's own rows.
-func countSkippedLocked(ctx context.Context, tx postgres.Tx, b app.ExpireBatch, selected []purchaseModel) (int, error) {
-	query := `SELECT count(*) FROM (
-	SELECT 1 FROM ` + purchasesTable + `
-	WHERE status = 'Active' AND ends_at <= $1 AND id <> ALL($2::uuid[]) AND NOT ` + knownPoison
-	args := []any{b.AsOf, uuidStrings(b.Exclude)}
-	if len(selected) == b.Limit {
-		last := selected[len(selected)-1]
-		query += ` AND (ends_at, id) <= ($3, $4::uuid)`
-		args = append(args, last.EndsAt, last.ID.String())
-	}
-	query += fmt.Sprintf(`
-	ORDER BY ends_at, id
-	LIMIT %d
-) AS window_rows`, b.Limit+len(selected))
-	rows, err := tx.Exec.QueryContext(ctx, query, args...)
-	if err != nil {
-		return 0, fmt.Errorf("count skipped-locked purchases: %w", err)
-	}
-	defer rows.Close()
-	var inWindow int
-	if rows.Next() {
-		if err := rows.Scan(&inWindow); err != nil {
-			return 0, fmt.Errorf("count skipped-locked purchases: %w", err)
-		}
-	}
-	if err := rows.Close(); err != nil {
-		return 0, fmt.Errorf("count skipped-locked purchases: %w", err)
-	}
-	return max(inWindow-len(selected), 0), nil
 }
 
 // parallelPrepareMin is the batch size from which events are built on
@@ -377,61 +362,102 @@ func prepareExpiry(ctx context.Context, events Publications, m purchaseModel, ta
 	return expiryCandidate{transition: transition{purchase: p, previousVersion: previous}, events: msgs}, nil
 }
 
-// writeTransitions stores the candidates' transitions with
-// transitionUpdate. The set-based statement runs inside a savepoint; if it
-// fails on a row (a constraint, a trigger), each row is retried under its
-// own savepoint, so the bad row is set aside and the others are kept. An
-// error that is not about a row (the connection, the budget, a deadlock)
-// aborts the batch.
-func writeTransitions(ctx context.Context, tx postgres.Tx, cs []expiryCandidate) (written []expiryCandidate, failed []app.FailedExpiry, err error) {
+// writeSet writes the candidates' transitions, their events and forgets the
+// expired ones' poison records (when forgetPoison) in one statement: the
+// transition write (transitionUpdate) with the outbox inserts and the
+// poison DELETE as CTEs over the rows it updated. A row its version guard
+// filters out gets no event and is reported as failed.
+func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []expiryCandidate, forgetPoison bool) ([]expiryCandidate, []app.FailedExpiry, error) {
 	if len(cs) == 0 {
 		return nil, nil, nil
 	}
-	setErr := inSavepoint(ctx, tx, "expire_batch", func() error {
-		written, failed, err = updateSet(ctx, tx, cs)
+	ts := make([]transition, len(cs))
+	purchaseIDs := make([]string, len(cs))
+	for i, c := range cs {
+		ts[i], purchaseIDs[i] = c.transition, c.purchase.ID().String()
+	}
+	args := transitionArgs(ts)
+	var query strings.Builder
+	query.WriteString("WITH updated AS (" + transitionUpdate + ")")
+	prepared := make([]*outbox.Rows, 0, len(r.events))
+	done := func(err error) error {
+		for _, rows := range prepared {
+			err = errors.Join(err, rows.Done(err))
+		}
 		return err
-	})
-	if setErr == nil {
-		return written, failed, nil
 	}
-	if !isRowError(setErr) {
-		return nil, nil, setErr
+	for i, pub := range r.events {
+		msgs := make([]*message.Message, len(cs))
+		for j, c := range cs {
+			msgs[j] = c.events[i]
+		}
+		rows, err := r.outbox.Prepare(ctx, pub.Topic, msgs...)
+		if err != nil {
+			return nil, nil, done(fmt.Errorf("publish to %s: %w", pub.Topic, err))
+		}
+		prepared = append(prepared, rows)
+		n := len(args)
+		fmt.Fprintf(&query, `, event_%d AS (INSERT INTO %s (uuid, payload, metadata)
+	SELECT e.uuid, e.payload::json, e.metadata::json
+	FROM unnest($%d::uuid[], $%d::text[], $%d::text[], $%d::text[]) WITH ORDINALITY AS e(purchase_id, uuid, payload, metadata, ord)
+	WHERE e.purchase_id IN (SELECT id FROM updated) ORDER BY e.ord)`, i, rows.Table, n+1, n+2, n+3, n+4)
+		args = append(args, purchaseIDs, rows.UUIDs, rows.Payloads, rows.Metadata)
 	}
-	written, failed = nil, nil
+	if forgetPoison {
+		query.WriteString(`, forgotten AS (DELETE FROM ` + expirePoisonTable + ` WHERE purchase_id IN (SELECT id FROM updated))`)
+	}
+	query.WriteString("\nSELECT id FROM updated")
+	updated, err := queryIDs(ctx, tx, query.String(), args)
+	if err := done(err); err != nil {
+		return nil, nil, fmt.Errorf("write expired purchases: %w", err)
+	}
+	idx, failed := splitWritten(ts, updated)
+	written := make([]expiryCandidate, len(idx))
+	for i, j := range idx {
+		written[i] = cs[j]
+	}
+	return written, failed, nil
+}
+
+// writeRowByRow writes each candidate's transition under its own savepoint,
+// so a row that is refused (a constraint, a trigger) is set aside and the
+// others are kept, then forgets the poison records of those written and
+// publishes their events. An error that is not about a row aborts the batch.
+func (r *ExpireRepository) writeRowByRow(ctx context.Context, tx postgres.Tx, cs []expiryCandidate) (written []expiryCandidate, failed []app.FailedExpiry, err error) {
 	for _, c := range cs {
-		var w []expiryCandidate
+		var w []int
 		var f []app.FailedExpiry
 		rowErr := inSavepoint(ctx, tx, "expire_item", func() error {
 			var err error
-			w, f, err = updateSet(ctx, tx, []expiryCandidate{c})
+			w, f, err = writeTransitionSet(ctx, tx, []transition{c.transition})
 			return err
 		})
 		switch {
 		case rowErr == nil:
-			written, failed = append(written, w...), append(failed, f...)
+			if len(w) > 0 {
+				written = append(written, c)
+			}
+			failed = append(failed, f...)
 		case isRowError(rowErr):
 			failed = append(failed, app.FailedExpiry{PurchaseID: c.purchase.ID(), Err: rowErr})
 		default:
 			return nil, nil, rowErr
 		}
 	}
-	return written, failed, nil
-}
-
-// updateSet writes cs's transitions in one statement and splits them into
-// the rows it updated and those whose version had moved on.
-func updateSet(ctx context.Context, tx postgres.Tx, cs []expiryCandidate) ([]expiryCandidate, []app.FailedExpiry, error) {
-	ts := make([]transition, len(cs))
-	for i, c := range cs {
-		ts[i] = c.transition
+	if len(written) == 0 {
+		return nil, failed, nil
 	}
-	idx, failed, err := writeTransitionSet(ctx, tx, ts)
-	if err != nil {
-		return nil, nil, err
+	ids := make([]uuid.UUID, len(written))
+	events := make([][]*message.Message, len(written))
+	for i, c := range written {
+		ids[i], events[i] = c.purchase.ID(), c.events
 	}
-	written := make([]expiryCandidate, len(idx))
-	for i, j := range idx {
-		written[i] = cs[j]
+	if _, err := tx.Exec.ExecContext(ctx, `DELETE FROM `+expirePoisonTable+` WHERE purchase_id = ANY($1::uuid[])`,
+		uuidStrings(ids)); err != nil {
+		return nil, nil, fmt.Errorf("forget expired poison purchases: %w", err)
+	}
+	if err := r.events.publish(ctx, tx, r.outbox, events...); err != nil {
+		return nil, nil, fmt.Errorf("publish expired events: %w", err)
 	}
 	return written, failed, nil
 }

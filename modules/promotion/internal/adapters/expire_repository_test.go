@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
@@ -577,13 +576,10 @@ func TestExpireSelectionUsesPartialIndex(t *testing.T) {
 	}
 	asOf := time.Now().UTC()
 	explain := func() (plan string, buffers int) {
-		stmt := b.db.Gorm.ToSQL(func(tx *gorm.DB) *gorm.DB {
-			var rows []purchaseModel
-			return dueQuery(tx, asOf, 200, nil).Find(&rows)
-		})
 		var lines []string
 		require.NoError(t, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
-			rows, err := tx.Exec.QueryContext(b.ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+stmt)
+			rows, err := tx.Exec.QueryContext(b.ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+selectBatchQuery,
+				asOf, []string{}, 200, PoisonRetrySlots(200))
 			if err != nil {
 				return err
 			}

@@ -94,24 +94,19 @@ func transitionArgs(ts []transition) []any {
 }
 
 // writeTransitionSet runs transitionUpdate for ts and splits them into the
-// rows it updated and those whose version had moved on (ErrVersionConflict).
-func writeTransitionSet(ctx context.Context, tx postgres.Tx, ts []transition) (written []int, failed []app.FailedExpiry, err error) {
-	rows, err := tx.Exec.QueryContext(ctx, transitionUpdate, transitionArgs(ts)...)
+// rows it updated (their indexes) and those whose version had moved on.
+func writeTransitionSet(ctx context.Context, tx postgres.Tx, ts []transition) ([]int, []app.FailedExpiry, error) {
+	updated, err := queryIDs(ctx, tx, transitionUpdate, transitionArgs(ts))
 	if err != nil {
 		return nil, nil, fmt.Errorf("update purchases: %w", err)
 	}
-	defer rows.Close()
-	updated := make(map[uuid.UUID]bool, len(ts))
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, nil, fmt.Errorf("update purchases: %w", err)
-		}
-		updated[id] = true
-	}
-	if err := rows.Close(); err != nil {
-		return nil, nil, fmt.Errorf("update purchases: %w", err)
-	}
+	written, failed := splitWritten(ts, updated)
+	return written, failed, nil
+}
+
+// splitWritten tells the transitions written (updated holds their ids) from
+// those whose version had moved on (ErrVersionConflict).
+func splitWritten(ts []transition, updated map[uuid.UUID]bool) (written []int, failed []app.FailedExpiry) {
 	for i, t := range ts {
 		if updated[t.purchase.ID()] {
 			written = append(written, i)
@@ -120,7 +115,25 @@ func writeTransitionSet(ctx context.Context, tx postgres.Tx, ts []transition) (w
 		failed = append(failed, app.FailedExpiry{PurchaseID: t.purchase.ID(),
 			Err: fmt.Errorf("purchase %s is no longer at version %d: %w", t.purchase.ID(), t.previousVersion, ErrVersionConflict)})
 	}
-	return written, failed, nil
+	return written, failed
+}
+
+// queryIDs runs a statement that returns ids and collects them.
+func queryIDs(ctx context.Context, tx postgres.Tx, query string, args []any) (map[uuid.UUID]bool, error) {
+	rows, err := tx.Exec.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ids := make(map[uuid.UUID]bool)
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids[id] = true
+	}
+	return ids, rows.Close()
 }
 
 // nullUUIDText is the text form of a nullable uuid, nil for NULL.

@@ -20,7 +20,7 @@ import (
 const explainDirEnv = "PIN_BENCH_EXPLAIN_DIR"
 
 // moduleSelection is the module's selection of a batch as GORM sends it
-// (adapters.dueQuery with the columns of selectDue).
+// (the due CTE of adapters.selectBatchQuery, alone).
 const moduleSelection = `SELECT "id","tenant_id","package_id","package_code","package_kind","boost_weight",
 	"price_amount","currency_id","currency_iso_code","currency_name","currency_sign","status","payment_status",
 	"starts_at","ends_at","cancel_reason","created_by_user_id","updated_by_user_id","created_at","updated_at","version"
@@ -40,7 +40,7 @@ func writePlans(tb testing.TB, f *fixture, path string) {
 		args      []any
 	}{
 		{"bound (BoundSQL)", BoundSQL, []any{asOf, batchSize, contract.Topic, uuid.NewString(), benchTraceparent}},
-		{"module: selection of the batch (adapters.dueQuery)", moduleSelection, []any{"Active", asOf, batchSize}},
+		{"module: selection of the batch (due CTE of adapters.selectBatchQuery)", moduleSelection, []any{"Active", asOf, batchSize}},
 	} {
 		fmt.Fprintf(&out, "\n== %s\n%s\n", q.name, explain(tb, f, q.sql, q.args...))
 	}
