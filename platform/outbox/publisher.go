@@ -63,7 +63,7 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 	if tx.Exec == nil {
 		return errors.New("outbox: publish outside a transaction")
 	}
-	ctx, span, err := p.start(ctx, kafkaTopic, msgs)
+	_, span, err := p.start(ctx, kafkaTopic, msgs)
 	if err != nil {
 		return err
 	}
