@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -113,21 +114,35 @@ func TestExpireCycleBatchLimit(t *testing.T) {
 }
 
 // No batch starts when the budget left is less than twice the last batch's
-// duration; every batch runs under the budget's deadline.
+// duration; every batch runs under the budget's deadline. The batches' 60 ms
+// pass on synctest's clock, so the count is exact.
 func TestExpireCycleBudget(t *testing.T) {
 	t.Parallel()
-	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
-		func(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
-			_, ok := ctx.Deadline()
-			require.True(t, ok, "a batch runs under the budget's deadline")
-			return full(60*time.Millisecond)(ctx, b)
-		},
-	}}
-	h, _ := newCycle(t, store)
-	res, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 10, CycleBudget: 150 * time.Millisecond}.WithDefaults())
-	require.NoError(t, err)
-	// After 1 batch (60ms) 90ms are left: not 2×60, so it stops.
-	require.Equal(t, 1, res.Batches)
+	for _, tc := range []struct {
+		budget time.Duration
+		want   int
+	}{
+		{150 * time.Millisecond, 1}, // 90 ms left after one batch: less than 2×60
+		{250 * time.Millisecond, 3}, // 190, then 130 ms left: enough twice; 70 ms after the third
+	} {
+		t.Run(tc.budget.String(), func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
+					func(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+						deadline, ok := ctx.Deadline()
+						require.True(t, ok, "a batch runs under the budget's deadline")
+						require.LessOrEqual(t, time.Until(deadline), tc.budget)
+						return full(60*time.Millisecond)(ctx, b)
+					},
+				}}
+				h, _ := newCycle(t, store)
+				res, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 10, CycleBudget: tc.budget}.WithDefaults())
+				require.NoError(t, err)
+				require.Equal(t, tc.want, res.Batches)
+			})
+		})
+	}
 }
 
 // Stopping (ctx cancelled) during a batch lets that batch finish with a live
