@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
@@ -40,76 +41,122 @@ func (p Projection) Decode(r consumer.Record) (consumer.Event[contract.Envelope]
 	}, nil
 }
 
-// Apply takes away what the purchase contributed so far and, when it is
-// Active, adds its weight to each target. Both run in the kit's transaction;
-// the version guard has already refused a version not above lastVersion.
-func (p Projection) Apply(ctx context.Context, tx *gorm.DB, ev consumer.Event[contract.Envelope], lastVersion int64) error {
-	payload := ev.Body.Payload
-	// Before the purchase's first applied event it contributes nothing.
-	if lastVersion > 0 {
-		if err := removeContributions(tx, payload); err != nil {
-			return err
+// Apply replaces what each purchase of the batch contributes with what its
+// last event in the batch describes, in three statements for the whole
+// batch: an earlier event of a purchase in the same batch is superseded by
+// its later one, since every event is a snapshot. All run in the kit's
+// transaction; the version guard has already refused the stale events.
+func (p Projection) Apply(ctx context.Context, tx *gorm.DB, events []consumer.Guarded[contract.Envelope]) error {
+	last := make(map[uuid.UUID]contract.PurchaseChanged, len(events))
+	var order, contributed []uuid.UUID // first-seen order; those that may have rows already
+	for _, e := range events {
+		payload := e.Body.Payload
+		if _, seen := last[payload.PurchaseID]; !seen {
+			order = append(order, payload.PurchaseID)
+			// Before the purchase's first applied event it contributes nothing.
+			if e.LastVersion > 0 {
+				contributed = append(contributed, payload.PurchaseID)
+			}
+		}
+		last[payload.PurchaseID] = payload
+		for _, t := range payload.Targets {
+			if !t.TargetKind.Known() {
+				p.Logger.WarnContext(ctx, "target of an unknown kind ignored", "message_id", e.MessageID,
+					"purchase_id", payload.PurchaseID, "target_kind", string(t.TargetKind), "target_id", t.TargetID)
+			}
 		}
 	}
-	if payload.Status != contract.StatusActive {
-		return nil
+	if err := removeContributions(tx, contributed); err != nil {
+		return err
 	}
-	var known []contract.Target
-	for _, t := range payload.Targets {
-		if !t.TargetKind.Known() {
-			p.Logger.WarnContext(ctx, "target of an unknown kind ignored", "message_id", ev.MessageID,
-				"purchase_id", payload.PurchaseID, "target_kind", string(t.TargetKind), "target_id", t.TargetID)
+	var added []contribution
+	for _, id := range order {
+		payload := last[id]
+		if payload.Status != contract.StatusActive {
 			continue
 		}
-		known = append(known, t)
+		for _, t := range payload.Targets {
+			if t.TargetKind.Known() {
+				added = append(added, contribution{id, t.TargetKind, t.TargetID, payload.BoostWeight})
+			}
+		}
 	}
-	if len(known) == 0 {
+	return addContributions(tx, added)
+}
+
+// contribution is one row of boost.purchase_targets, as JSON for the
+// statement that inserts a batch of them.
+type contribution struct {
+	PurchaseID  uuid.UUID           `json:"purchaseId"`
+	TargetKind  contract.TargetKind `json:"targetKind"`
+	TargetID    uuid.UUID           `json:"targetId"`
+	BoostWeight int                 `json:"boostWeight"`
+}
+
+// addContributions inserts the rows and adds them to their targets' boosts,
+// summed per target: two purchases of one batch may boost the same target.
+func addContributions(tx *gorm.DB, rows []contribution) error {
+	if len(rows) == 0 {
 		return nil
 	}
-	targets, err := json.Marshal(known)
+	js, err := json.Marshal(rows)
 	if err != nil {
-		return fmt.Errorf("boost: add %s: %w", payload.PurchaseID, err)
+		return fmt.Errorf("boost: add: %w", err)
 	}
 	err = tx.Exec(`
 		WITH added AS (
 			INSERT INTO boost.purchase_targets (purchase_id, target_kind, target_id, boost_weight)
-			SELECT ?, t."targetKind", t."targetId", ?
-			FROM jsonb_to_recordset(?::jsonb) AS t("targetKind" text, "targetId" uuid)
+			SELECT t."purchaseId", t."targetKind", t."targetId", t."boostWeight"
+			FROM jsonb_to_recordset(?::jsonb) AS t("purchaseId" uuid, "targetKind" text, "targetId" uuid, "boostWeight" integer)
 			ON CONFLICT DO NOTHING
-			RETURNING target_kind, target_id, boost_weight)
+			RETURNING target_kind, target_id, boost_weight),
+		per_target AS (
+			SELECT target_kind, target_id, sum(boost_weight) AS weight, count(*) AS purchases
+			FROM added GROUP BY target_kind, target_id)
 		INSERT INTO boost.target_boosts AS b (target_kind, target_id, boost_weight, active_purchases, updated_at)
-		SELECT target_kind, target_id, boost_weight, 1, clock_timestamp() FROM added
+		SELECT target_kind, target_id, weight, purchases, clock_timestamp() FROM per_target
+		ORDER BY target_kind, target_id
 		ON CONFLICT (target_kind, target_id) DO UPDATE SET
 			boost_weight = b.boost_weight + EXCLUDED.boost_weight,
-			active_purchases = b.active_purchases + 1,
-			updated_at = clock_timestamp()`,
-		payload.PurchaseID, payload.BoostWeight, string(targets)).Error
+			active_purchases = b.active_purchases + EXCLUDED.active_purchases,
+			updated_at = clock_timestamp()`, string(js)).Error
 	if err != nil {
-		return fmt.Errorf("boost: add %s: %w", payload.PurchaseID, err)
+		return fmt.Errorf("boost: add: %w", err)
 	}
 	return nil
 }
 
-// removeContributions deletes the purchase's contributions and subtracts
-// them from their targets; a target left without Active purchases loses its
-// row.
-func removeContributions(tx *gorm.DB, payload contract.PurchaseChanged) error {
-	err := tx.Exec(`
-		WITH removed AS (
-			DELETE FROM boost.purchase_targets WHERE purchase_id = ?
-			RETURNING target_kind, target_id, boost_weight)
-		UPDATE boost.target_boosts b SET
-			boost_weight = b.boost_weight - r.boost_weight,
-			active_purchases = b.active_purchases - 1,
-			updated_at = clock_timestamp()
-		FROM removed r
-		WHERE b.target_kind = r.target_kind AND b.target_id = r.target_id`, payload.PurchaseID).Error
+// removeContributions deletes the purchases' contributions and subtracts
+// them from their targets, summed per target; a target left without Active
+// purchases loses its row.
+func removeContributions(tx *gorm.DB, purchases []uuid.UUID) error {
+	if len(purchases) == 0 {
+		return nil
+	}
+	ids, err := json.Marshal(purchases)
 	if err != nil {
-		return fmt.Errorf("boost: remove %s: %w", payload.PurchaseID, err)
+		return fmt.Errorf("boost: remove: %w", err)
+	}
+	err = tx.Exec(`
+		WITH removed AS (
+			DELETE FROM boost.purchase_targets
+			WHERE purchase_id IN (SELECT value::uuid FROM jsonb_array_elements_text(?::jsonb))
+			RETURNING target_kind, target_id, boost_weight),
+		per_target AS (
+			SELECT target_kind, target_id, sum(boost_weight) AS weight, count(*) AS purchases
+			FROM removed GROUP BY target_kind, target_id)
+		UPDATE boost.target_boosts b SET
+			boost_weight = b.boost_weight - p.weight,
+			active_purchases = b.active_purchases - p.purchases,
+			updated_at = clock_timestamp()
+		FROM per_target p
+		WHERE b.target_kind = p.target_kind AND b.target_id = p.target_id`, string(ids)).Error
+	if err != nil {
+		return fmt.Errorf("boost: remove: %w", err)
 	}
 	// Only rows just brought to zero match; the partial index finds them.
 	if err := tx.Exec(`DELETE FROM boost.target_boosts WHERE active_purchases = 0`).Error; err != nil {
-		return fmt.Errorf("boost: remove %s: %w", payload.PurchaseID, err)
+		return fmt.Errorf("boost: remove: %w", err)
 	}
 	return nil
 }

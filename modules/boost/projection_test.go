@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/platform/testbed"
 )
 
 // TestActiveAddsExpiredAndCancelledRemove: the target's boost is the sum of
@@ -161,4 +162,30 @@ func TestBoostRoute(t *testing.T) {
 	b.token = "invalid"
 	code, _ = b.get(t, "/api/developers/v1/promotion-boosts/Post/"+uuid.NewString())
 	require.Equal(t, http.StatusUnauthorized, code)
+}
+
+// TestPurchasesOfOneBatchAddUpOnTheirTarget: records already on the topic
+// when the consumer starts come in batches, where several purchases boost the
+// same target and a purchase's later event supersedes its earlier one; the
+// projection is the same as event by event.
+func TestPurchasesOfOneBatchAddUpOnTheirTarget(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.stop()
+	target := project(uuid.New())
+	var records []*kgo.Record
+	for weight := 1; weight <= 12; weight++ {
+		p := newPurchase(weight, target)
+		records = append(records, record(t, p.envelope(contract.StatusActive, 1)))
+		if weight <= 6 {
+			records = append(records, record(t, p.envelope(contract.StatusCancelled, 2)))
+		}
+	}
+	b.produce(t, records...)
+	b.stop = b.start(t, b.db.Gorm)
+
+	b.waitConsumed(t, float64(len(records)))
+	b.requireBoost(t, target, 7+8+9+10+11+12, 6)
+	batches := testbed.Metric(t, b.reg, "pin_consumer_batch_events").GetHistogram()
+	require.Less(t, batches.GetSampleCount(), uint64(len(records)), "some transaction must carry more than one event")
 }

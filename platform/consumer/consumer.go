@@ -56,15 +56,24 @@ type Event[B any] struct {
 	Body B
 }
 
+// Guarded is an event that passed the inbox and the version guard, with the
+// last version applied for its aggregate before it (0 for none; for the
+// second event of one aggregate in a batch, the first one's version).
+type Guarded[B any] struct {
+	Event[B]
+	LastVersion int64
+}
+
 // Handler is what a consuming module provides.
 type Handler[B any] interface {
 	// Decode turns a record into an event. An error means the record can
 	// never be applied: it is dead-lettered at once, without retries.
 	Decode(r Record) (Event[B], error)
-	// Apply makes the event's effect inside tx, the transaction that also
-	// records the inbox entry and the new version. lastVersion is the last
-	// version applied for the aggregate (0 for none); the kit calls Apply
-	// only when e.Version is above it. An error rolls everything back and
-	// the event is retried, then dead-lettered.
-	Apply(ctx context.Context, tx *gorm.DB, e Event[B], lastVersion int64) error
+	// Apply makes the effects of a transaction's events, in offset order,
+	// inside tx, the transaction that also records their inbox entries and
+	// new versions. Each event's Version is above its LastVersion. A handler
+	// may loop over them or apply them as a set. An error rolls everything
+	// back, and the events are then applied one per call (and transaction),
+	// retried, and the failing one dead-lettered.
+	Apply(ctx context.Context, tx *gorm.DB, events []Guarded[B]) error
 }

@@ -242,8 +242,8 @@ func (r *Runner[B]) process(ctx context.Context, rec Record, e Event[B]) error {
 
 // apply runs one transaction for events, in their order: the inbox
 // entries, the version guard and the handler's effects commit together or
-// not at all. The kit's part is two statements for the whole batch; only the
-// handler's effects are per event.
+// not at all. The kit's part is two statements for the whole batch, and the
+// handler gets the events that passed the guard in one call.
 func (r *Runner[B]) apply(ctx context.Context, events []Event[B]) ([]outcome, error) {
 	outs := make([]outcome, len(events))
 	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -252,6 +252,7 @@ func (r *Runner[B]) apply(ctx context.Context, events []Event[B]) ([]outcome, er
 			return err
 		}
 		applied := make(map[string]int64)
+		guarded := make([]Guarded[B], 0, len(events))
 		for i, e := range events {
 			if !fresh[e.MessageID.String()] {
 				outs[i] = duplicate
@@ -262,14 +263,15 @@ func (r *Runner[B]) apply(ctx context.Context, events []Event[B]) ([]outcome, er
 				outs[i] = stale // the inbox entry stays: this message was seen
 				continue
 			}
-			if err := r.handler.Apply(ctx, tx, e, last[e.AggregateID]); err != nil {
-				return err
-			}
+			guarded = append(guarded, Guarded[B]{Event: e, LastVersion: last[e.AggregateID]})
 			last[e.AggregateID], applied[e.AggregateID] = e.Version, e.Version
 			outs[i] = outcomeApplied
 		}
-		if len(applied) == 0 {
+		if len(guarded) == 0 {
 			return nil
+		}
+		if err := r.handler.Apply(ctx, tx, guarded); err != nil {
+			return err
 		}
 		ids, versions := make([]string, 0, len(applied)), make([]int64, 0, len(applied))
 		for id, v := range applied {

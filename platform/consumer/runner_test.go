@@ -42,9 +42,11 @@ func (flakyHandler) Decode(r consumer.Record) (consumer.Event[testEvent], error)
 	return consumer.Event[testEvent]{MessageID: e.MessageID, AggregateID: e.Aggregate, Version: e.Version, OccurredAt: time.Now(), Body: e}, nil
 }
 
-func (flakyHandler) Apply(_ context.Context, _ *gorm.DB, e consumer.Event[testEvent], _ int64) error {
-	if e.Body.Fail {
-		return errors.New("handler refuses")
+func (flakyHandler) Apply(_ context.Context, _ *gorm.DB, events []consumer.Guarded[testEvent]) error {
+	for _, e := range events {
+		if e.Body.Fail {
+			return errors.New("handler refuses")
+		}
 	}
 	return nil
 }
@@ -100,13 +102,15 @@ type recordingHandler struct {
 	last map[int64]int64 // version → lastVersion passed to Apply
 }
 
-func (h *recordingHandler) Apply(ctx context.Context, tx *gorm.DB, e consumer.Event[testEvent], lastVersion int64) error {
-	if err := h.flakyHandler.Apply(ctx, tx, e, lastVersion); err != nil {
+func (h *recordingHandler) Apply(ctx context.Context, tx *gorm.DB, events []consumer.Guarded[testEvent]) error {
+	if err := h.flakyHandler.Apply(ctx, tx, events); err != nil {
 		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.last[e.Version] = lastVersion
+	for _, e := range events {
+		h.last[e.Version] = e.LastVersion
+	}
 	return nil
 }
 
