@@ -161,3 +161,33 @@ func describe(tb testing.TB, b testBundle, schema, table string) []string {
 	require.NotEmpty(tb, out)
 	return out
 }
+
+// Prepare readies rows for a caller's own insert with what Publish would
+// write: the topic's table, the payload byte for byte, the metadata with its
+// correlation id; it refuses what Publish refuses.
+func TestPrepareReadiesRowsAsPublishWould(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	msg := event("purchase-1", 1)
+	rows, err := b.pub.Prepare(b.ctx, topic, msg)
+	require.NoError(t, err)
+	require.NoError(t, rows.Done(nil))
+	require.Equal(t, outbox.TableName(topic), rows.Table)
+	require.Equal(t, []string{msg.UUID}, rows.UUIDs)
+	require.Equal(t, []string{string(msg.Payload)}, rows.Payloads)
+	var meta map[string]string
+	require.NoError(t, json.Unmarshal([]byte(rows.Metadata[0]), &meta))
+	require.Equal(t, "purchase-1", meta[kafka.MetaPartitionKey])
+	require.Equal(t, msg.UUID, meta[kafka.MetaCorrelationID])
+
+	incomplete := event("purchase-2", 1)
+	incomplete.Metadata.Set(kafka.MetaEventType, "")
+	_, err = b.pub.Prepare(b.ctx, topic, incomplete)
+	require.ErrorContains(t, err, kafka.MetaEventType)
+	_, err = b.pub.Prepare(b.ctx, "bad topic;drop", event("k", 1))
+	require.Error(t, err)
+	boom := errors.New("insert failed")
+	rows, err = b.pub.Prepare(b.ctx, topic, event("purchase-3", 1))
+	require.NoError(t, err)
+	require.ErrorIs(t, rows.Done(boom), boom)
+}
