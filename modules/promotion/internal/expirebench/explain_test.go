@@ -10,8 +10,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
-
-	"github.com/pinmarket/pin/modules/promotion/contract"
 )
 
 // explainDirEnv names a directory; when set, BenchmarkExpireBatch writes
@@ -39,7 +37,7 @@ func writePlans(tb testing.TB, f *fixture, path string) {
 		name, sql string
 		args      []any
 	}{
-		{"bound (BoundSQL)", BoundSQL, []any{asOf, batchSize, contract.Topic, uuid.NewString(), benchTraceparent}},
+		{"bound (BoundSQL)", BoundSQL, []any{asOf, batchSize, uuid.NewString(), benchTraceparent}},
 		{"module: selection of the batch (due CTE of adapters.selectBatchQuery)", moduleSelection, []any{"Active", asOf, batchSize}},
 	} {
 		fmt.Fprintf(&out, "\n== %s\n%s\n", q.name, explain(tb, f, q.sql, q.args...))
