@@ -63,7 +63,7 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 	if tx.Exec == nil {
 		return errors.New("outbox: publish outside a transaction")
 	}
-	_, span, err := p.start(ctx, kafkaTopic, msgs)
+	span, err := p.start(ctx, kafkaTopic, msgs)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 
 // start opens the publication's span and readies msgs for kafkaTopic's
 // table: checked, with the traceparent and correlation id in their metadata.
-func (p *Publisher) start(ctx context.Context, kafkaTopic string, msgs []*message.Message) (context.Context, trace.Span, error) {
+func (p *Publisher) start(ctx context.Context, kafkaTopic string, msgs []*message.Message) (trace.Span, error) {
 	ctx, span := p.tracer.Start(ctx, "outbox publish "+kafkaTopic,
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
@@ -110,7 +110,7 @@ func (p *Publisher) start(ctx context.Context, kafkaTopic string, msgs []*messag
 		if err := checkMessage(msg); err != nil {
 			err = p.fail(span, kafkaTopic, err)
 			span.End()
-			return ctx, span, err
+			return span, err
 		}
 		if traceparent != "" {
 			msg.Metadata.Set(kafka.MetaTraceparent, traceparent)
@@ -128,7 +128,7 @@ func (p *Publisher) start(ctx context.Context, kafkaTopic string, msgs []*messag
 		span.SetAttributes(attribute.String("messaging.message.id", msgs[0].UUID))
 	}
 
-	return ctx, span, nil
+	return span, nil
 }
 
 // Rows are messages readied for one topic's outbox table, for a caller that
@@ -152,7 +152,7 @@ func (p *Publisher) Prepare(ctx context.Context, kafkaTopic string, msgs ...*mes
 	if err := checkTopic(kafkaTopic); err != nil {
 		return nil, err
 	}
-	_, span, err := p.start(ctx, kafkaTopic, msgs)
+	span, err := p.start(ctx, kafkaTopic, msgs)
 	if err != nil {
 		return nil, err
 	}
