@@ -1,11 +1,13 @@
 package outbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/ThreeDotsLabs/watermill"
 	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
@@ -63,7 +65,7 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 	if tx.Exec == nil {
 		return errors.New("outbox: publish outside a transaction")
 	}
-	span, err := p.start(ctx, kafkaTopic, msgs)
+	span, err := p.start(ctx, kafkaTopic, msgs, checkJSONPayload)
 	if err != nil {
 		return err
 	}
@@ -86,7 +88,7 @@ func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic stri
 
 // start opens the publication's span and readies msgs for kafkaTopic's
 // table: checked, with the traceparent and correlation id in their metadata.
-func (p *Publisher) start(ctx context.Context, kafkaTopic string, msgs []*message.Message) (trace.Span, error) {
+func (p *Publisher) start(ctx context.Context, kafkaTopic string, msgs []*message.Message, checkPayload func(*message.Message) error) (trace.Span, error) {
 	ctx, span := p.tracer.Start(ctx, "outbox publish "+kafkaTopic,
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
@@ -107,7 +109,7 @@ func (p *Publisher) start(ctx context.Context, kafkaTopic string, msgs []*messag
 	correlationID := observability.CorrelationID(ctx)
 
 	for _, msg := range msgs {
-		if err := checkMessage(msg); err != nil {
+		if err := checkMessage(msg, checkPayload); err != nil {
 			err = p.fail(span, kafkaTopic, err)
 			span.End()
 			return span, err
@@ -131,43 +133,74 @@ func (p *Publisher) start(ctx context.Context, kafkaTopic string, msgs []*messag
 	return span, nil
 }
 
+// RowSeparator joins the payloads and the metadata of Rows: the ASCII
+// record separator, which JSON text holds only escaped (RFC 8259 §7).
+const RowSeparator = "\x1e"
+
 // Rows are messages readied for one topic's outbox table, for a caller that
 // inserts them with a statement of its own (in one round trip with the
-// change they announce); Publish is the way for everyone else.
+// change they announce); Publish is the way for everyone else. Each column
+// is one text parameter (one copy to send, not an array of hundreds of
+// elements); Columns turns the three back into arrays.
 type Rows struct {
 	// Table is the topic's outbox table (TableName).
 	Table string
-	// UUIDs, Payloads and Metadata are the uuid, payload and metadata
-	// column of each row, index-aligned with the messages.
-	UUIDs, Payloads, Metadata []string
+	// Len is the number of rows.
+	Len int
+	// UUIDs are the message UUIDs joined by ","; Payloads and Metadata are
+	// the payload and metadata columns joined by RowSeparator; all in
+	// message order.
+	UUIDs, Payloads, Metadata string
 	span                      trace.Span
 	publisher                 *Publisher
 	topic                     string
 }
 
-// Prepare readies msgs as Publish would (checks, trace context, correlation
-// id) and starts the publication's span; the caller inserts the rows inside
-// its transaction and then calls Done with the insert's error.
+// Columns are the rows' three columns as arrays of text, for unnest(…),
+// from the parameters $first (UUIDs), $first+1 (Payloads) and $first+2
+// (Metadata), which Args gives in that order.
+func (r *Rows) Columns(first int) string {
+	return fmt.Sprintf(`string_to_array($%d, ','), string_to_array($%d, E'\x1e'), string_to_array($%d, E'\x1e')`,
+		first, first+1, first+2)
+}
+
+// Args are the parameters Columns reads, in its order.
+func (r *Rows) Args() []any { return []any{r.UUIDs, r.Payloads, r.Metadata} }
+
+// Prepare readies msgs as Publish would (trace context, correlation id, the
+// same checks but one) and starts the publication's span; the caller inserts
+// the rows inside its transaction and then calls Done with the insert's
+// error. The payload is not parsed here: the outbox's json column parses it
+// on insert, and a payload it refuses fails the insert, so the check stays
+// before anything is stored (Publish parses it because watermill-sql sends
+// it as bytes). Only a raw RowSeparator, which no JSON holds, is looked for.
 func (p *Publisher) Prepare(ctx context.Context, kafkaTopic string, msgs ...*message.Message) (*Rows, error) {
 	if err := checkTopic(kafkaTopic); err != nil {
 		return nil, err
 	}
-	span, err := p.start(ctx, kafkaTopic, msgs)
+	span, err := p.start(ctx, kafkaTopic, msgs, checkRowSeparator)
 	if err != nil {
 		return nil, err
 	}
-	r := &Rows{Table: TableName(kafkaTopic), span: span, publisher: p, topic: kafkaTopic,
-		UUIDs: make([]string, len(msgs)), Payloads: make([]string, len(msgs)), Metadata: make([]string, len(msgs))}
-	for i, msg := range msgs {
-		md, err := json.Marshal(msg.Metadata)
-		if err != nil {
-			err = p.fail(span, kafkaTopic, fmt.Errorf("message %s: metadata: %w", msg.UUID, err))
-			span.End()
-			return nil, err
-		}
-		r.UUIDs[i], r.Payloads[i], r.Metadata[i] = msg.UUID, string(msg.Payload), string(md)
+	uuids := make([]string, len(msgs))
+	size := 0
+	for _, msg := range msgs {
+		size += len(msg.Payload) + len(RowSeparator)
 	}
-	return r, nil
+	var payloads strings.Builder
+	payloads.Grow(size)
+	var metadata []byte
+	for i, msg := range msgs {
+		if i > 0 {
+			payloads.WriteString(RowSeparator)
+			metadata = append(metadata, RowSeparator...)
+		}
+		uuids[i] = msg.UUID
+		payloads.Write(msg.Payload)
+		metadata = appendMetadata(metadata, msg.Metadata)
+	}
+	return &Rows{Table: TableName(kafkaTopic), Len: len(msgs), span: span, publisher: p, topic: kafkaTopic,
+		UUIDs: strings.Join(uuids, ","), Payloads: payloads.String(), Metadata: string(metadata)}, nil
 }
 
 // Done ends the publication's span, recording err.
@@ -185,20 +218,40 @@ func (p *Publisher) fail(span trace.Span, topic string, err error) error {
 	return fmt.Errorf("outbox: publish to %s: %w", topic, err)
 }
 
-func checkMessage(msg *message.Message) error {
+func checkMessage(msg *message.Message, checkPayload func(*message.Message) error) error {
 	if msg == nil {
 		return errors.New("nil message")
 	}
 	if msg.UUID == "" {
 		return errors.New("message without UUID")
 	}
-	if !json.Valid(msg.Payload) {
-		return fmt.Errorf("message %s: payload is not JSON", msg.UUID)
+	if err := checkPayload(msg); err != nil {
+		return err
 	}
 	for _, key := range []string{kafka.MetaPartitionKey, kafka.MetaEventType, kafka.MetaContractVersion} {
 		if msg.Metadata.Get(key) == "" {
 			return fmt.Errorf("message %s: metadata %s is required", msg.UUID, key)
 		}
+	}
+	return nil
+}
+
+// checkJSONPayload refuses a payload that is not JSON.
+func checkJSONPayload(msg *message.Message) error {
+	if !json.Valid(msg.Payload) {
+		return fmt.Errorf("message %s: payload is not JSON", msg.UUID)
+	}
+	return nil
+}
+
+// checkRowSeparator refuses a message Rows could not carry: a UUID with a
+// comma, a payload holding a raw RowSeparator (it is not JSON either).
+func checkRowSeparator(msg *message.Message) error {
+	if strings.Contains(msg.UUID, ",") {
+		return fmt.Errorf("message %q: a UUID holds no comma", msg.UUID)
+	}
+	if bytes.Contains(msg.Payload, []byte(RowSeparator)) {
+		return fmt.Errorf("message %s: payload is not JSON (it holds a raw record separator)", msg.UUID)
 	}
 	return nil
 }

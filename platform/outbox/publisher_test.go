@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -168,26 +169,82 @@ func describe(tb testing.TB, b testBundle, schema, table string) []string {
 func TestPrepareReadiesRowsAsPublishWould(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	msg := event("purchase-1", 1)
-	rows, err := b.pub.Prepare(b.ctx, topic, msg)
+	msgs := []*message.Message{event("purchase-1", 1), event("purchase-2", 2), event("purchase-3", 3)}
+	msgs[1].Metadata.Set("note", "a \"quoted\" <tag> & \x1e\n")
+	rows, err := b.pub.Prepare(b.ctx, topic, msgs...)
 	require.NoError(t, err)
-	require.NoError(t, rows.Done(nil))
 	require.Equal(t, outbox.TableName(topic), rows.Table)
-	require.Equal(t, []string{msg.UUID}, rows.UUIDs)
-	require.Equal(t, []string{string(msg.Payload)}, rows.Payloads)
-	var meta map[string]string
-	require.NoError(t, json.Unmarshal([]byte(rows.Metadata[0]), &meta))
-	require.Equal(t, "purchase-1", meta[kafka.MetaPartitionKey])
-	require.Equal(t, msg.UUID, meta[kafka.MetaCorrelationID])
+	require.Equal(t, len(msgs), rows.Len)
+	require.NoError(t, rows.Done(b.insertRows(t, rows)))
 
-	incomplete := event("purchase-2", 1)
+	// What Prepare readied and Columns inserted is what Publish stores.
+	stored := b.storedRows(t)
+	require.Len(t, stored, len(msgs))
+	for i, msg := range msgs {
+		require.Equal(t, msg.UUID, stored[i].uuid, "message order")
+		require.Equal(t, string(msg.Payload), stored[i].payload, "byte for byte")
+		require.Equal(t, map[string]string(msg.Metadata), stored[i].metadata)
+	}
+	require.Equal(t, msgs[0].UUID, stored[0].metadata[kafka.MetaCorrelationID], "no request or run id: the message id")
+
+	incomplete := event("purchase-4", 1)
 	incomplete.Metadata.Set(kafka.MetaEventType, "")
 	_, err = b.pub.Prepare(b.ctx, topic, incomplete)
 	require.ErrorContains(t, err, kafka.MetaEventType)
 	_, err = b.pub.Prepare(b.ctx, "bad topic;drop", event("k", 1))
 	require.Error(t, err)
-	boom := errors.New("insert failed")
-	rows, err = b.pub.Prepare(b.ctx, topic, event("purchase-3", 1))
+	separated := event("purchase-5", 1)
+	separated.Payload = []byte("{}" + outbox.RowSeparator + "{}")
+	_, err = b.pub.Prepare(b.ctx, topic, separated)
+	require.ErrorContains(t, err, "not JSON")
+	comma := event("purchase-6", 1)
+	comma.UUID = "a,b"
+	_, err = b.pub.Prepare(b.ctx, topic, comma)
+	require.ErrorContains(t, err, "comma")
+
+	// The payload is parsed by the json column: an insert of one that is not
+	// JSON fails whole, and Done reports it.
+	notJSON := event("purchase-7", 1)
+	notJSON.Payload = []byte(`{"key":`)
+	rows, err = b.pub.Prepare(b.ctx, topic, event("purchase-8", 1), notJSON)
 	require.NoError(t, err)
-	require.ErrorIs(t, rows.Done(boom), boom)
+	err = rows.Done(b.insertRows(t, rows))
+	require.ErrorContains(t, err, "json")
+	require.Len(t, b.storedRows(t), len(msgs), "nothing of the refused insert is stored")
+}
+
+// insertRows inserts rows as a caller of Prepare does, in a transaction of
+// its own.
+func (b testBundle) insertRows(tb testing.TB, rows *outbox.Rows) error {
+	tb.Helper()
+	return postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+		_, err := tx.Exec.ExecContext(b.ctx, `INSERT INTO `+rows.Table+` (uuid, payload, metadata)
+	SELECT r.uuid, r.payload::json, r.metadata::json
+	FROM unnest(`+rows.Columns(1)+`) WITH ORDINALITY AS r(uuid, payload, metadata, ord)
+	ORDER BY r.ord`, rows.Args()...)
+		return err
+	})
+}
+
+type storedRow struct {
+	uuid, payload string
+	metadata      map[string]string
+}
+
+// storedRows reads the topic's outbox rows in offset order.
+func (b testBundle) storedRows(tb testing.TB) []storedRow {
+	tb.Helper()
+	rs, err := b.db.SQL.Query(`SELECT uuid, payload, metadata FROM ` + outbox.TableName(topic) + ` ORDER BY "offset"`)
+	require.NoError(tb, err)
+	defer func() { _ = rs.Close() }()
+	var out []storedRow
+	for rs.Next() {
+		var r storedRow
+		var metadata []byte
+		require.NoError(tb, rs.Scan(&r.uuid, &r.payload, &metadata))
+		require.NoError(tb, json.Unmarshal(metadata, &r.metadata))
+		out = append(out, r)
+	}
+	require.NoError(tb, rs.Err())
+	return out
 }
