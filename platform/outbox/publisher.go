@@ -173,7 +173,7 @@ func (r *Rows) Args() []any { return []any{r.UUIDs, r.Payloads, r.Metadata} }
 // error. The payload is not parsed here: the outbox's json column parses it
 // on insert, and a payload it refuses fails the insert, so the check stays
 // before anything is stored (Publish parses it because watermill-sql sends
-// it as bytes). Only a raw RowSeparator, which no JSON holds, is looked for.
+// it as bytes). Only what the joined form cannot carry is refused here.
 func (p *Publisher) Prepare(ctx context.Context, kafkaTopic string, msgs ...*message.Message) (*Rows, error) {
 	if err := checkTopic(kafkaTopic); err != nil {
 		return nil, err
@@ -245,10 +245,14 @@ func checkJSONPayload(msg *message.Message) error {
 }
 
 // checkRowSeparator refuses a message Rows could not carry: a UUID with a
-// comma, a payload holding a raw RowSeparator (it is not JSON either).
+// comma, an empty payload (string_to_array would drop it) or one holding a
+// raw RowSeparator (neither is JSON).
 func checkRowSeparator(msg *message.Message) error {
 	if strings.Contains(msg.UUID, ",") {
 		return fmt.Errorf("message %q: a UUID holds no comma", msg.UUID)
+	}
+	if len(msg.Payload) == 0 {
+		return fmt.Errorf("message %s: payload is not JSON (it is empty)", msg.UUID)
 	}
 	if bytes.Contains(msg.Payload, []byte(RowSeparator)) {
 		return fmt.Errorf("message %s: payload is not JSON (it holds a raw record separator)", msg.UUID)

@@ -197,6 +197,10 @@ func TestPrepareReadiesRowsAsPublishWould(t *testing.T) {
 	separated.Payload = []byte("{}" + outbox.RowSeparator + "{}")
 	_, err = b.pub.Prepare(b.ctx, topic, separated)
 	require.ErrorContains(t, err, "not JSON")
+	empty := event("purchase-5", 1)
+	empty.Payload = nil
+	_, err = b.pub.Prepare(b.ctx, topic, empty)
+	require.ErrorContains(t, err, "not JSON")
 	comma := event("purchase-6", 1)
 	comma.UUID = "a,b"
 	_, err = b.pub.Prepare(b.ctx, topic, comma)
