@@ -364,12 +364,12 @@ func prepareExpiry(ctx context.Context, events Publications, m purchaseModel, ta
 	if err != nil {
 		return expiryCandidate{}, err
 	}
-	return expiryCandidate{transition: transition{purchase: p, previousVersion: previous}, events: msgs}, nil
+	return expiryCandidate{transition: transition{purchase: p, previousVersion: previous, loaded: &m}, events: msgs}, nil
 }
 
 // writeSet writes the candidates' transitions, their events and forgets the
 // expired ones' poison records (when forgetPoison) in one statement: the
-// transition write (transitionUpdate) with the outbox inserts and the
+// transition write (transitionWrite) with the outbox inserts and the
 // poison DELETE as CTEs over the rows it updated. A row its version guard
 // filters out gets no event and is reported as failed.
 func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []expiryCandidate, forgetPoison bool) ([]expiryCandidate, []app.FailedExpiry, error) {
@@ -382,9 +382,9 @@ func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []ex
 		ts[i], ids[i] = c.transition, c.purchase.ID().String()
 	}
 	purchaseIDs := strings.Join(ids, ",")
-	args := transitionArgs(ts)
+	update, args := transitionWrite(ts)
 	var query strings.Builder
-	query.WriteString("WITH updated AS (" + transitionUpdate + ")")
+	query.WriteString("WITH updated AS (" + update + ")")
 	prepared := make([]*outbox.Rows, 0, len(r.events))
 	done := func(err error) error {
 		for _, rows := range prepared {

@@ -299,7 +299,7 @@ func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, u
 
 // saveTransition writes a transition of p, which was loaded at
 // previousVersion, with the statement the expiry batch uses too
-// (transitionUpdate), and publishes its event, inside tx. If the row moved
+// (transitionWrite), and publishes its event, inside tx. If the row moved
 // on since it was read, nothing is written and the error wraps
 // ErrVersionConflict (an apperror conflict).
 func (r *PurchaseRepository) saveTransition(ctx context.Context, tx postgres.Tx, p *domain.Purchase, previousVersion int64) error {

@@ -3,7 +3,9 @@ package adapters
 import (
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,27 +20,50 @@ import (
 )
 
 // unwrittenChanges names the columns of purchaseModel that differ between
-// before and after but that transitionUpdate does not write.
+// before and after but that transitionColumns does not hold.
 func unwrittenChanges(tb testing.TB, before, after purchaseModel) []string {
 	tb.Helper()
-	s, err := schema.Parse(&purchaseModel{}, &sync.Map{}, schema.NamingStrategy{})
-	require.NoError(tb, err)
 	written := make(map[string]bool, len(transitionColumns))
 	for _, c := range transitionColumns {
 		written[c.name] = true
 	}
-	b, a := reflect.ValueOf(before), reflect.ValueOf(after)
 	var missing []string
+	for _, name := range changedColumnNames(tb, before, after) {
+		if !written[name] {
+			missing = append(missing, name)
+		}
+	}
+	return missing
+}
+
+// changedColumnNames names the columns of purchaseModel that differ between
+// before and after, in the model's order.
+func changedColumnNames(tb testing.TB, before, after purchaseModel) []string {
+	tb.Helper()
+	s, err := schema.Parse(&purchaseModel{}, &sync.Map{}, schema.NamingStrategy{})
+	require.NoError(tb, err)
+	b, a := reflect.ValueOf(before), reflect.ValueOf(after)
+	var changed []string
 	for _, f := range s.Fields {
 		if f.DBName == "" {
 			continue
 		}
 		i := f.StructField.Index
-		if !reflect.DeepEqual(b.FieldByIndex(i).Interface(), a.FieldByIndex(i).Interface()) && !written[f.DBName] {
-			missing = append(missing, f.DBName)
+		if !reflect.DeepEqual(b.FieldByIndex(i).Interface(), a.FieldByIndex(i).Interface()) {
+			changed = append(changed, f.DBName)
 		}
 	}
-	return missing
+	return changed
+}
+
+// setColumns are the columns a transitionWrite statement sets.
+func setColumns(query string) []string {
+	set := regexp.MustCompile(`(?s)SET (.*?)\nFROM`).FindStringSubmatch(query)[1]
+	var names []string
+	for _, assignment := range strings.Split(set, ", ") {
+		names = append(names, strings.SplitN(assignment, " = ", 2)[0])
+	}
+	return names
 }
 
 func activePurchase(tb testing.TB, endsAt time.Time) *domain.Purchase {
@@ -59,9 +84,11 @@ func activePurchase(tb testing.TB, endsAt time.Time) *domain.Purchase {
 	return p
 }
 
-// Every column a transition changes is one transitionUpdate writes: a field
+// Every column a transition changes is one transitionWrite writes: a field
 // that Expire or Cancel starts to change without a column here fails this
 // test, rather than being lost by the batch (issue 11, one write path).
+// Written with the row it was loaded from, a transition sets exactly the
+// columns it changed; without it, every transition column.
 func TestTransitionsChangeOnlyWrittenColumns(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -77,6 +104,17 @@ func TestTransitionsChangeOnlyWrittenColumns(t *testing.T) {
 			after, _ := toDBPurchase(p)
 			require.NotEqual(t, before, after)
 			require.Empty(t, unwrittenChanges(t, before, after))
+
+			query, args := transitionWrite([]transition{{purchase: p, previousVersion: before.Version, loaded: &before}})
+			require.Equal(t, changedColumnNames(t, before, after), setColumns(query))
+			require.Len(t, args, 2+len(setColumns(query)))
+			query, args = transitionWrite([]transition{{purchase: p, previousVersion: before.Version}})
+			all := make([]string, len(transitionColumns))
+			for i, c := range transitionColumns {
+				all[i] = c.name
+			}
+			require.Equal(t, all, setColumns(query))
+			require.Len(t, args, 2+len(all))
 		})
 	}
 }
@@ -88,6 +126,22 @@ func TestUnwrittenChangesNamesAColumnLeftOut(t *testing.T) {
 	after := before
 	after.PackageCode, after.Status = "other", "Expired"
 	require.Equal(t, []string{"package_code"}, unwrittenChanges(t, before, after))
+}
+
+// A column one row of a batch changes is set for the whole batch.
+func TestTransitionWriteSetsAColumnAnyRowChanged(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	expired, cancelled := activePurchase(t, at.Add(-time.Minute)), activePurchase(t, at.Add(-time.Minute))
+	loadedExpired, _ := toDBPurchase(expired)
+	loadedCancelled, _ := toDBPurchase(cancelled)
+	require.NoError(t, expired.Expire(at))
+	require.NoError(t, cancelled.Cancel("refund", uuid.New(), at))
+	query, _ := transitionWrite([]transition{
+		{purchase: expired, previousVersion: loadedExpired.Version, loaded: &loadedExpired},
+		{purchase: cancelled, previousVersion: loadedCancelled.Version, loaded: &loadedCancelled},
+	})
+	require.Contains(t, setColumns(query), "cancel_reason")
 }
 
 // Every transition column is a column of the model, so the statement built
