@@ -371,7 +371,9 @@ func prepareExpiry(ctx context.Context, events Publications, m purchaseModel, ta
 // expired ones' poison records (when forgetPoison) in one statement: the
 // transition write (transitionWrite) with the outbox inserts and the
 // poison DELETE as CTEs over the rows it updated. A row its version guard
-// filters out gets no event and is reported as failed.
+// filters out gets no event and is reported as failed. The events are
+// inserted in no particular order: they are of distinct purchases, and the
+// relay keeps order only per key (sorting them cost 0.5 ms a batch).
 func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []expiryCandidate, forgetPoison bool) ([]expiryCandidate, []app.FailedExpiry, error) {
 	if len(cs) == 0 {
 		return nil, nil, nil
@@ -405,8 +407,8 @@ func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []ex
 		n := len(args)
 		fmt.Fprintf(&query, `, event_%d AS (INSERT INTO %s (uuid, payload, metadata)
 	SELECT e.uuid, e.payload::json, e.metadata::json
-	FROM unnest(string_to_array($%d, ','), %s) WITH ORDINALITY AS e(purchase_id, uuid, payload, metadata, ord)
-	WHERE e.purchase_id::uuid IN (SELECT id FROM updated) ORDER BY e.ord)`, i, rows.Table, n+1, rows.Columns(n+2))
+	FROM unnest(string_to_array($%d, ','), %s) AS e(purchase_id, uuid, payload, metadata)
+	WHERE e.purchase_id::uuid IN (SELECT id FROM updated))`, i, rows.Table, n+1, rows.Columns(n+2))
 		args = append(append(args, purchaseIDs), rows.Args()...)
 	}
 	if forgetPoison {
