@@ -145,8 +145,6 @@ const RowSeparator = "\x1e"
 type Rows struct {
 	// Table is the topic's outbox table (TableName).
 	Table string
-	// Len is the number of rows.
-	Len int
 	// UUIDs are the message UUIDs joined by ","; Payloads and Metadata are
 	// the payload and metadata columns joined by RowSeparator; all in
 	// message order.
@@ -199,7 +197,7 @@ func (p *Publisher) Prepare(ctx context.Context, kafkaTopic string, msgs ...*mes
 		payloads.Write(msg.Payload)
 		metadata = appendMetadata(metadata, msg.Metadata)
 	}
-	return &Rows{Table: TableName(kafkaTopic), Len: len(msgs), span: span, publisher: p, topic: kafkaTopic,
+	return &Rows{Table: TableName(kafkaTopic), span: span, publisher: p, topic: kafkaTopic,
 		UUIDs: strings.Join(uuids, ","), Payloads: payloads.String(), Metadata: string(metadata)}, nil
 }
 
