@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,19 +118,29 @@ func (h *Host) Run(ctx context.Context) error {
 	defer cancel()
 
 	var wg sync.WaitGroup
+	running := newInFlight()
 	for _, r := range h.runners {
 		// Export the series from start, so a dashboard shows 0, not "no data".
 		h.restarts.WithLabelValues(r.Name())
 		h.failures.WithLabelValues(r.Name(), "error")
 		h.failures.WithLabelValues(r.Name(), "panic")
-		wg.Go(func() { h.supervise(runCtx, r) })
+		name := running.start("runner " + r.Name())
+		wg.Go(func() {
+			defer running.done(name)
+			h.supervise(runCtx, r)
+		})
 	}
 
 	// A nil channel never delivers: without a server only ctx ends the run.
 	var serveErr chan error
 	if h.serve != nil {
 		serveErr = make(chan error, 1)
-		go func() { serveErr <- h.serve(runCtx) }()
+		name := running.start("http server")
+		go func() {
+			err := h.serve(runCtx)
+			running.done(name)
+			serveErr <- err
+		}()
 	}
 
 	var err error
@@ -161,8 +173,63 @@ func (h *Host) Run(ctx context.Context) error {
 		h.logger.InfoContext(ctx, "stopped")
 		return err
 	case <-time.After(h.cfg.ShutdownTimeout):
-		return errors.Join(err, fmt.Errorf("host: work still in flight after the %s shutdown timeout", h.cfg.ShutdownTimeout))
+		// Which part did not stop is what an operator needs to look at; the
+		// goroutine dump shows where it waits.
+		stuck := running.names()
+		h.logger.ErrorContext(ctx, "stop overran the shutdown timeout", "timeout", h.cfg.ShutdownTimeout.String(),
+			"still_running", stuck, "goroutines", goroutineDump())
+		return errors.Join(err, fmt.Errorf("host: work still in flight after the %s shutdown timeout: %s",
+			h.cfg.ShutdownTimeout, strings.Join(stuck, ", ")))
 	}
+}
+
+// inFlight is the set of a run's parts (runners, the HTTP server) that have
+// not returned yet, so a stop that overruns can say which part hangs.
+type inFlight struct {
+	mu    sync.Mutex
+	parts map[string]bool
+	n     int
+}
+
+func newInFlight() *inFlight { return &inFlight{parts: map[string]bool{}} }
+
+// start records a part and returns its key (a runner name may repeat).
+func (f *inFlight) start(name string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	if f.parts[name] {
+		name = fmt.Sprintf("%s (#%d)", name, f.n)
+	}
+	f.parts[name] = true
+	return name
+}
+
+func (f *inFlight) done(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.parts, name)
+}
+
+// names are the parts still running, sorted.
+func (f *inFlight) names() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.parts))
+	for name := range f.parts {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// goroutineDump is every goroutine's stack, as a SIGQUIT would print it.
+func goroutineDump() string {
+	var b strings.Builder
+	if p := pprof.Lookup("goroutine"); p != nil {
+		_ = p.WriteTo(&b, 2)
+	}
+	return b.String()
 }
 
 // supervise keeps r running until ctx ends: a runner that fails or panics is

@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -81,18 +82,33 @@ func TestStopWaitsForTheCycleInFlight(t *testing.T) {
 	})
 }
 
-func TestStopOverrunningTheTimeoutIsAnError(t *testing.T) {
-	t.Parallel()
-	h, _ := newHost(t, host.Config{ShutdownTimeout: 20 * time.Millisecond})
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	h.AddRunner(funcRunner{"stuck", func(ctx context.Context) error {
-		<-release
-		return nil
-	}})
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	require.ErrorContains(t, h.Run(ctx), "shutdown timeout")
+func TestStopOverrunningTheTimeoutNamesWhatStillRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer // slog's handler serialises its writes
+		h, err := host.New(host.Config{ShutdownTimeout: 30 * time.Second}, nil, nil,
+			slog.New(slog.NewJSONHandler(&logs, nil)), prometheus.NewRegistry())
+		require.NoError(t, err)
+		release := make(chan struct{})
+		h.AddRunner(funcRunner{"stuck", func(ctx context.Context) error {
+			<-release
+			return nil
+		}})
+		h.AddRunner(funcRunner{"quick", func(ctx context.Context) error {
+			<-ctx.Done()
+			return nil
+		}})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		stopped := time.Now()
+		err = h.Run(ctx)
+		close(release)
+		require.Equal(t, 30*time.Second, time.Since(stopped), "Run gave up at the timeout")
+		require.ErrorContains(t, err, "work still in flight after the 30s shutdown timeout: runner stuck")
+		require.NotContains(t, err.Error(), "quick", "a runner that stopped is not named")
+		require.Contains(t, logs.String(), `"msg":"stop overran the shutdown timeout"`)
+		require.Contains(t, logs.String(), `"still_running":["runner stuck"]`)
+		require.Contains(t, logs.String(), "goroutine ", "the log carries the goroutines' stacks")
+	})
 }
 
 func TestServeFailureStopsTheHost(t *testing.T) {
