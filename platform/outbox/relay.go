@@ -245,6 +245,10 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 		switch {
 		case err != nil:
 			return fmt.Errorf("relay %s: %w", topic, err)
+		case ctx.Err() != nil:
+			// Asked to stop: the round in flight is done, the backlog is
+			// the next active relay's (the host's stop has a deadline).
+			return nil
 		case len(rows) > 0:
 			quiet = 0
 			continue // traffic: look again at once

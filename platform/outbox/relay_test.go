@@ -8,6 +8,7 @@ import (
 	"time"
 
 	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -267,4 +268,28 @@ func TestRelayServesSeveralTopics(t *testing.T) {
 		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[r.Topic] = headers(r)["message_id"] })
 	}
 	require.Equal(t, map[string]string{topic: a.UUID, other: o.UUID}, got)
+}
+
+// A stop asked for while the outbox holds a backlog ends the relay after
+// the round in flight: the backlog is the next active relay's, and what this
+// one sent is acknowledged.
+func TestStopWithABacklogEndsAfterTheRoundInFlight(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	brokers := testbed.NewKafka(t, topic)
+	const total, batch = 10_000, 10
+	msgs := make([]*message.Message, total)
+	for i := range msgs {
+		msgs[i] = event(uuid.NewString(), 1)
+	}
+	b.publish(t, msgs...)
+	stop := b.startRelay(t, outbox.RelayConfig{Brokers: brokers, BatchSize: batch}, nil)
+	waitFor(t, "the first round to be acknowledged", func() bool { n, _, _ := b.stats(t); return n < total })
+	stop()
+
+	backlog, _, _ := b.stats(t)
+	require.Positive(t, backlog, "the relay drained the whole backlog after it was asked to stop")
+	acked := total - int(backlog)
+	t.Logf("acknowledged %d of %d rows before stopping", acked, total)
+	newConsumer(t, brokers).untilDistinct(t, acked) // nothing acknowledged is missing from Kafka
 }
