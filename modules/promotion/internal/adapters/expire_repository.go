@@ -56,9 +56,9 @@ type expiryCandidate struct {
 // ExpireBatch implements app.ExpireStore; b.Expire may run on several
 // goroutines. Every poison check (transition, event) runs before the first
 // write, and the rows stay locked until the commit, so no cancellation can
-// slip between a transition and its event. A batch is four round trips:
-// BEGIN, one selection, one write (transitions, events, poison forgotten),
-// COMMIT. When a row refuses the set-based write, the batch is rolled back
+// slip between a transition and its event. A batch is five round trips:
+// BEGIN, SET LOCAL, one selection, one write (transitions, events, poison
+// forgotten), COMMIT. When a row refuses the set-based write, the batch is rolled back
 // and done again with a savepoint per row, so only that row is set aside.
 func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
 	if b.Limit <= 0 || b.Expire == nil {
@@ -387,13 +387,7 @@ func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []ex
 	update, args := transitionWrite(ts)
 	var query strings.Builder
 	query.WriteString("WITH updated AS (" + update + ")")
-	prepared := make([]*outbox.Rows, 0, len(r.events))
-	done := func(err error) error {
-		for _, rows := range prepared {
-			err = errors.Join(err, rows.Done(err))
-		}
-		return err
-	}
+	prepared := make(preparedEvents, 0, len(r.events))
 	for i, pub := range r.events {
 		msgs := make([]*message.Message, len(cs))
 		for j, c := range cs {
@@ -401,7 +395,7 @@ func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []ex
 		}
 		rows, err := r.outbox.Prepare(ctx, pub.Topic, msgs...)
 		if err != nil {
-			return nil, nil, done(fmt.Errorf("publish to %s: %w", pub.Topic, err))
+			return nil, nil, prepared.done(fmt.Errorf("publish to %s: %w", pub.Topic, err))
 		}
 		prepared = append(prepared, rows)
 		n := len(args)
@@ -416,7 +410,7 @@ func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []ex
 	}
 	query.WriteString("\nSELECT id FROM updated")
 	updated, err := queryIDs(ctx, tx, query.String(), args)
-	if err := done(err); err != nil {
+	if err := prepared.done(err); err != nil {
 		return nil, nil, fmt.Errorf("write expired purchases: %w", err)
 	}
 	idx, failed := splitWritten(ts, updated)

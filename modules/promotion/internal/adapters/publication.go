@@ -2,6 +2,7 @@ package adapters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -97,4 +98,16 @@ func (ps Publications) publish(ctx context.Context, tx postgres.Tx, out *outbox.
 		}
 	}
 	return nil
+}
+
+// preparedEvents are the outbox rows (outbox.Publisher.Prepare) that one
+// statement inserts, one per publication.
+type preparedEvents []*outbox.Rows
+
+// done ends every publication with the statement's error and returns it.
+func (ps preparedEvents) done(err error) error {
+	for _, rows := range ps {
+		err = errors.Join(err, rows.Done(err))
+	}
+	return err
 }

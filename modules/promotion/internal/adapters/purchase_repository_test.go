@@ -391,3 +391,36 @@ func TestPackageRepository(t *testing.T) {
 	require.Equal(t, 42, got.BoostWeight())
 	require.Equal(t, b.pkg.CreatedAt(), got.CreatedAt())
 }
+
+// With the package cached and no idempotency key, Add writes the purchase,
+// its targets and its event in one statement: they commit together, and
+// when the event cannot be stored nothing is.
+func TestAddWithACachedPackageCommitsPurchaseAndEventTogether(t *testing.T) {
+	t.Parallel()
+	b := newRepoBundle(t)
+	ctx := context.Background()
+	require.NoError(t, b.add(ctx, b.newPurchase(t), nil)) // reads the package and caches it
+
+	second := b.newPurchase(t)
+	require.NoError(t, b.add(ctx, second, nil))
+	stored, err := b.purchases.Get(ctx, second.ID())
+	require.NoError(t, err)
+	require.Equal(t, second.Targets(), stored.Targets())
+	var sameTx bool
+	require.NoError(t, b.db.SQL.QueryRow(`SELECT p.xmin = e.xmin
+		FROM promotion.promotion_purchases AS p, promotion.promotion_purchase_targets AS t,
+			outbox."pin_promotion_purchase_changed_v1" AS e
+		WHERE p.id = $1 AND t.purchase_id = p.id AND e.metadata->>'partition_key' = p.id::text
+			AND t.xmin = p.xmin`, second.ID()).Scan(&sameTx))
+	require.True(t, sameTx, "purchase, targets and event in one transaction")
+
+	promotiontest.Exec(t, b.db, `CREATE FUNCTION promotion.refuse_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'event refused'; END $$`,
+		`CREATE TRIGGER refuse_event BEFORE INSERT ON outbox."pin_promotion_purchase_changed_v1"
+		FOR EACH ROW EXECUTE FUNCTION promotion.refuse_event()`)
+	third := b.newPurchase(t)
+	require.ErrorContains(t, b.add(ctx, third, nil), "event refused")
+	_, err = b.purchases.Get(ctx, third.ID())
+	require.ErrorIs(t, err, domain.ErrPurchaseNotFound, "the purchase was stored without its event")
+	require.Equal(t, 2, promotiontest.OutboxCount(t, b.db))
+}
