@@ -169,6 +169,8 @@ b=BenchmarkExpireDrain/backlog=10k
 row "drain 10k, 1 instance" "$(metric expire-drain $b 1-instance-purchases/s)" ">=" 15000 "purchases/s" expire-drain
 row "drain 10k, 2 instances" "$(metric expire-drain $b 2-instances-purchases/s)" ">=" 0 "purchases/s" expire-drain
 row "drain 10k, 2 vs 1" "$(metric expire-drain $b 2-vs-1)" ">=" 1.5 "x" expire-drain
+row "  shared reference, 2 workers vs 1 (this machine's own)" "$(metric expire-drain $b reference-2-vs-1)" ">=" 0 "x" expire-drain
+row "  module's 2 vs 1 / reference's 2 vs 1" "$(metric expire-drain $b 2-vs-1/reference)" ">=" 0 "x" expire-drain
 echo "  (each drain checked: 10k Expired, none due, exactly one Expired event per purchase)" | tee -a "$out/summary.txt"
 b=BenchmarkCommitToKafka/latency-200eps
 row "relay commit->consumer p50 @200 ev/s" "$(metric relay $b p50-ms)" "<=" 25 "ms" relay

@@ -178,20 +178,31 @@ func benchBatch(b *testing.B, f *fixture, inst *instance) {
 //
 // For reference it also drains the same backlog with BoundSQL in a loop (one
 // statement per batch of 200, until nothing is due): what this machine's
-// PostgreSQL allows one client at most.
+// PostgreSQL allows one client at most. And it drains the shared reference
+// bound's backlog (form1.sql, 10k purchases all due, a database of its own)
+// with one worker and with two at once: how much a second worker gains on
+// this machine when the client does no work at all, the ceiling for the
+// module's 2-vs-1.
 //
 // Reported: 1-instance-purchases/s, 2-instances-purchases/s,
-// bound-purchases/s (medians) and 2-vs-1; ns/op is one iteration (all three
-// drains, without the resets).
+// bound-purchases/s, reference-1-worker-purchases/s,
+// reference-2-workers-purchases/s (medians), 2-vs-1, reference-2-vs-1 and
+// 2-vs-1/reference; ns/op is one iteration (all five drains, without the
+// resets).
 func BenchmarkExpireDrain(b *testing.B) {
 	// Built once; the nested benchmark is called more than once.
 	f := newFixture(b, dueBacklog, dueBacklog)
+	ref := newReference(b, referenceDir(b), dueBacklog, dueBacklog)
 	instances := []*instance{newInstance(b, f.db.URL), newInstance(b, f.db.URL)}
-	b.Run("backlog="+countLabel(dueBacklog), func(b *testing.B) { benchDrain(b, f, instances) })
+	b.Run("backlog="+countLabel(dueBacklog), func(b *testing.B) { benchDrain(b, f, ref, instances) })
 }
 
+// referenceWorkers is how drain names a drain of the shared reference by
+// n workers: referenceWorkers - n.
+const referenceWorkers = -10
+
 // benchDrain is BenchmarkExpireDrain on its table.
-func benchDrain(b *testing.B, f *fixture, instances []*instance) {
+func benchDrain(b *testing.B, f *fixture, ref *reference, instances []*instance) {
 	ctx := context.Background()
 	cmd := app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 0}.WithDefaults()
 
@@ -200,6 +211,9 @@ func benchDrain(b *testing.B, f *fixture, instances []*instance) {
 	// checks it after.
 	drain := func(tb testing.TB, n int) time.Duration {
 		tb.Helper()
+		if n < 0 {
+			return ref.drainBy(tb, referenceWorkers-n)
+		}
 		if n == 0 {
 			started := time.Now()
 			for {
@@ -245,23 +259,35 @@ func benchDrain(b *testing.B, f *fixture, instances []*instance) {
 	took := map[int][]time.Duration{}
 	b.ResetTimer()
 	b.StopTimer()
+	refOne, refTwo := referenceWorkers-1, referenceWorkers-2
 	for i := range b.N {
-		for _, n := range [][]int{{1, 2, 0}, {0, 2, 1}}[i%2] {
-			f.restoreAll(b)
+		for _, n := range [][]int{{1, refOne, 2, refTwo, 0}, {0, refTwo, 2, refOne, 1}}[i%2] {
+			if n < 0 {
+				ref.run(b, "reset.sql")
+			} else {
+				f.restoreAll(b)
+			}
 			b.StartTimer()
 			d := drain(b, n)
 			b.StopTimer()
-			f.requireExpiredOnce(b, dueBacklog)
+			if n < 0 {
+				ref.requireExpiredOnce(b, dueBacklog)
+			} else {
+				f.requireExpiredOnce(b, dueBacklog)
+			}
 			took[n] = append(took[n], d)
 		}
 	}
-	one := float64(dueBacklog) / median(took[1]).Seconds()
-	two := float64(dueBacklog) / median(took[2]).Seconds()
-	bound := float64(dueBacklog) / median(took[0]).Seconds()
+	rate := func(n int) float64 { return float64(dueBacklog) / median(took[n]).Seconds() }
+	one, two := rate(1), rate(2)
 	b.ReportMetric(one, "1-instance-purchases/s")
 	b.ReportMetric(two, "2-instances-purchases/s")
-	b.ReportMetric(bound, "bound-purchases/s")
+	b.ReportMetric(rate(0), "bound-purchases/s")
+	b.ReportMetric(rate(refOne), "reference-1-worker-purchases/s")
+	b.ReportMetric(rate(refTwo), "reference-2-workers-purchases/s")
 	b.ReportMetric(two/one, "2-vs-1")
+	b.ReportMetric(rate(refTwo)/rate(refOne), "reference-2-vs-1")
+	b.ReportMetric((two/one)/(rate(refTwo)/rate(refOne)), "2-vs-1/reference")
 }
 
 // restoreAll puts every due purchase back to Active and empties the

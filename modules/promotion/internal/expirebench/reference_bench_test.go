@@ -2,11 +2,13 @@ package expirebench
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,6 +106,37 @@ func (r *reference) drain(tb testing.TB) (time.Duration, int) {
 		}
 		batches++
 	}
+}
+
+// drainBy runs form1.sql on n connections at once, each until it expires
+// nothing, and returns the time until the last one stopped.
+func (r *reference) drainBy(tb testing.TB, n int) time.Duration {
+	tb.Helper()
+	ctx := context.Background()
+	conns := make([]*sql.Conn, n)
+	for i := range conns {
+		c, err := r.db.SQL.Conn(ctx)
+		require.NoError(tb, err)
+		defer func() { _ = c.Close() }()
+		conns[i] = c
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	started := time.Now()
+	for i, c := range conns {
+		wg.Go(func() {
+			for {
+				var expired int
+				if errs[i] = c.QueryRowContext(ctx, r.form1).Scan(&expired); errs[i] != nil || expired == 0 {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(started)
+	require.NoError(tb, errors.Join(errs...))
+	return took
 }
 
 // requireExpiredOnce runs verify.sql's query: every due row expired once,
