@@ -155,6 +155,11 @@ func benchAPI(b *testing.B) {
 		b.Logf("round %d: API/pgbench %.2f, API p99 / pgbench p99 %.2f, API / one-statement pgbench %.2f",
 			i+1, r.throughput(), r.p99(), r.api.PerSecond()/r.pgOne.tps)
 	}
+	// pgbench's rounds write outbox rows too, which the server's relay
+	// forwards: what it has not yet is what its stop leaves to the next one.
+	backlog, oldest, _, err := outbox.Stats(ctx, db.SQL, contract.Topic)
+	require.NoError(b, err)
+	b.Logf("outbox after the rounds: %d rows not yet relayed, the oldest %s old", backlog, oldest.Round(time.Second))
 	loaded, err := readMemory(srv.pid)
 	require.NoError(b, err)
 	b.Logf("pin serve: VmHWM idle %.1f MB, after load %.1f MB (VmRSS now %.1f MB)", idle.HWM, loaded.HWM, loaded.RSS)
