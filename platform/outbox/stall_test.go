@@ -14,8 +14,9 @@ import (
 // REPEATABLE READ snapshot open in another database of the cluster for 60 s
 // of traffic at 200 events/s: a relay that waited for the oldest xid would
 // stall for the whole minute, so p99 commit-to-Kafka must stay under 200 ms,
-// or under three times a reference run's p99 when the machine is too busy
-// for that (a stall would still be tens of seconds).
+// or under three times the p99 of the busier of two reference runs, one
+// before and one after, when the machine is too busy for that (a stall
+// would still be tens of seconds).
 //
 // Not parallel: the bound is measured with the package's other tests paused.
 func TestLongTransactionsElsewhereHoldNothingBack(t *testing.T) {
@@ -66,10 +67,15 @@ func TestLongTransactionsElsewhereHoldNothingBack(t *testing.T) {
 	require.Equal(t, 2, open)
 	_, _ = writer.ExecContext(ctx, `ROLLBACK`)
 	_, _ = reader.ExecContext(ctx, `ROLLBACK`)
+	// A second reference after the run: other tests' load that hit the
+	// minute may have hit this too, and the bound follows the busier one.
+	after := rig.offer(t, 200, 15*time.Second, 1, 4)
+	t.Logf("reference after, nothing open elsewhere: p50 %.1fms, p99 %.1fms, max %.1fms", after.p(50), after.p(99), after.p(100))
 
-	bound := max(200, 3*ref.p(99))
+	busiest := max(ref.p(99), after.p(99))
+	bound := max(200, 3*busiest)
 	if bound > 200 {
-		t.Logf("the machine is too busy for the 200ms bound (reference p99 %.1fms): holding p99 to three times the reference", ref.p(99))
+		t.Logf("the machine is too busy for the 200ms bound (reference p99 %.1fms): holding p99 to three times the reference", busiest)
 	}
 	require.Less(t, r.p(99), bound, "p99 commit-to-Kafka in ms")
 }
