@@ -68,10 +68,13 @@ func NewPurchaseRepository(db *gorm.DB, publisher *outbox.Publisher, publication
 // (FOR SHARE) and build runs again on what was read.
 func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim *app.IdempotencyRecord,
 	build func(*domain.Package) (*domain.Purchase, error)) (*domain.Purchase, error) {
+	triedCached := false // build has run on the cached package: not again
 	if claim == nil {
-		if p, err := r.addInOneStatement(ctx, packageID, build); p != nil || err != nil {
+		p, tried, err := r.addInOneStatement(ctx, packageID, build)
+		if p != nil || err != nil {
 			return p, err
 		}
+		triedCached = tried
 	}
 	var added *domain.Purchase
 	err := postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
@@ -88,7 +91,7 @@ func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim
 				return app.ErrIdempotencyKeyTaken
 			}
 		}
-		if cached := r.packages.get(packageID); cached != nil {
+		if cached := r.packages.get(packageID); cached != nil && !triedCached {
 			if p, err := build(cached); err == nil {
 				inserted, err := insertPurchase(ctx, tx, cached, p)
 				if err != nil {
@@ -140,20 +143,21 @@ func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim
 // transaction — one round trip instead of four, and the event is built
 // before a connection is taken. It returns nil, having written nothing,
 // when there is no cached package, build refuses it, or the package's row
-// no longer equals it; Add then takes its transaction.
+// no longer equals it; Add then takes its transaction. tried says whether
+// build ran on the cached package.
 func (r *PurchaseRepository) addInOneStatement(ctx context.Context, packageID uuid.UUID,
-	build func(*domain.Package) (*domain.Purchase, error)) (*domain.Purchase, error) {
+	build func(*domain.Package) (*domain.Purchase, error)) (_ *domain.Purchase, tried bool, _ error) {
 	cached := r.packages.get(packageID)
 	if cached == nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	p, err := build(cached)
 	if err != nil {
-		return nil, nil // the package Add reads in its transaction decides
+		return nil, true, nil // the package Add reads in its transaction decides
 	}
 	msgs, err := r.events.messages(ctx, p, p.UpdatedAt())
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	var query strings.Builder
 	query.WriteString(insertPurchaseCTEs)
@@ -162,7 +166,7 @@ func (r *PurchaseRepository) addInOneStatement(ctx context.Context, packageID uu
 	for i, pub := range r.events {
 		rows, err := r.outbox.Prepare(ctx, pub.Topic, msgs[i])
 		if err != nil {
-			return nil, prepared.done(fmt.Errorf("publish purchase-changed of %s to %s: %w", p.ID(), pub.Topic, err))
+			return nil, true, prepared.done(fmt.Errorf("publish purchase-changed of %s to %s: %w", p.ID(), pub.Topic, err))
 		}
 		prepared = append(prepared, rows)
 		fmt.Fprintf(&query, `, event_%d AS (INSERT INTO %s (uuid, payload, metadata)
@@ -174,13 +178,13 @@ func (r *PurchaseRepository) addInOneStatement(ctx context.Context, packageID uu
 	var n int
 	err = r.db.WithContext(ctx).Statement.ConnPool.QueryRowContext(ctx, query.String(), args...).Scan(&n)
 	if err := prepared.done(err); err != nil {
-		return nil, fmt.Errorf("insert purchase %s: %w", p.ID(), err)
+		return nil, true, fmt.Errorf("insert purchase %s: %w", p.ID(), err)
 	}
 	if n != 1 {
 		r.packages.forget(packageID)
-		return nil, nil
+		return nil, true, nil
 	}
-	return p, nil
+	return p, true, nil
 }
 
 // insertPurchaseCTEs insert a purchase and its targets, and only if the

@@ -424,3 +424,23 @@ BEGIN RAISE EXCEPTION 'event refused'; END $$`,
 	require.ErrorIs(t, err, domain.ErrPurchaseNotFound, "the purchase was stored without its event")
 	require.Equal(t, 2, promotiontest.OutboxCount(t, b.db))
 }
+
+// build runs at most twice, as app.PurchaseRepository promises: on the
+// cached package, then on the package as read.
+func TestAddRunsARefusingBuildTwiceAtMost(t *testing.T) {
+	t.Parallel()
+	b := newRepoBundle(t)
+	ctx := context.Background()
+	require.NoError(t, b.add(ctx, b.newPurchase(t), nil)) // caches the package
+	refused := errors.New("targets refused")
+	for _, claim := range []*app.IdempotencyRecord{nil, {TenantID: uuid.New(), Key: "k", RequestHash: testHash, PurchaseID: uuid.New(), CreatedAt: time.Now()}} {
+		runs := 0
+		_, err := b.purchases.Add(ctx, b.pkg.ID(), claim, func(*domain.Package) (*domain.Purchase, error) {
+			runs++
+			return nil, refused
+		})
+		require.ErrorIs(t, err, refused)
+		require.Equal(t, 2, runs, "with claim %v", claim != nil)
+	}
+	require.Equal(t, 1, promotiontest.OutboxCount(t, b.db))
+}
