@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -117,16 +118,19 @@ func (h *Host) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	// parts names the runners and the HTTP server, and returned[i] is set
+	// once parts[i] has returned: a stop that overruns says which part hangs.
 	var wg sync.WaitGroup
-	running := newInFlight()
-	for _, r := range h.runners {
+	parts := make([]string, 0, len(h.runners)+1)
+	returned := make([]atomic.Bool, len(h.runners)+1)
+	for i, r := range h.runners {
 		// Export the series from start, so a dashboard shows 0, not "no data".
 		h.restarts.WithLabelValues(r.Name())
 		h.failures.WithLabelValues(r.Name(), "error")
 		h.failures.WithLabelValues(r.Name(), "panic")
-		name := running.start("runner " + r.Name())
+		parts = append(parts, "runner "+r.Name())
 		wg.Go(func() {
-			defer running.done(name)
+			defer returned[i].Store(true)
 			h.supervise(runCtx, r)
 		})
 	}
@@ -135,10 +139,11 @@ func (h *Host) Run(ctx context.Context) error {
 	var serveErr chan error
 	if h.serve != nil {
 		serveErr = make(chan error, 1)
-		name := running.start("http server")
+		i := len(parts)
+		parts = append(parts, "http server")
 		go func() {
 			err := h.serve(runCtx)
-			running.done(name)
+			returned[i].Store(true)
 			serveErr <- err
 		}()
 	}
@@ -175,52 +180,17 @@ func (h *Host) Run(ctx context.Context) error {
 	case <-time.After(h.cfg.ShutdownTimeout):
 		// Which part did not stop is what an operator needs to look at; the
 		// goroutine dump shows where it waits.
-		stuck := running.names()
+		var stuck []string
+		for i, name := range parts {
+			if !returned[i].Load() {
+				stuck = append(stuck, name)
+			}
+		}
 		h.logger.ErrorContext(ctx, "stop overran the shutdown timeout", "timeout", h.cfg.ShutdownTimeout.String(),
 			"still_running", stuck, "goroutines", goroutineDump())
 		return errors.Join(err, fmt.Errorf("host: work still in flight after the %s shutdown timeout: %s",
 			h.cfg.ShutdownTimeout, strings.Join(stuck, ", ")))
 	}
-}
-
-// inFlight is the set of a run's parts (runners, the HTTP server) that have
-// not returned yet, so a stop that overruns can say which part hangs.
-type inFlight struct {
-	mu    sync.Mutex
-	parts map[string]bool
-	n     int
-}
-
-func newInFlight() *inFlight { return &inFlight{parts: map[string]bool{}} }
-
-// start records a part and returns its key (a runner name may repeat).
-func (f *inFlight) start(name string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.n++
-	if f.parts[name] {
-		name = fmt.Sprintf("%s (#%d)", name, f.n)
-	}
-	f.parts[name] = true
-	return name
-}
-
-func (f *inFlight) done(name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.parts, name)
-}
-
-// names are the parts still running, sorted.
-func (f *inFlight) names() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]string, 0, len(f.parts))
-	for name := range f.parts {
-		out = append(out, name)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // goroutineDump is every goroutine's stack, as a SIGQUIT would print it.
