@@ -2,6 +2,7 @@ package expirebench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -197,97 +198,100 @@ func BenchmarkExpireDrain(b *testing.B) {
 	b.Run("backlog="+countLabel(dueBacklog), func(b *testing.B) { benchDrain(b, f, ref, instances) })
 }
 
-// referenceWorkers is how drain names a drain of the shared reference by
-// n workers: referenceWorkers - n.
-const referenceWorkers = -10
-
 // benchDrain is BenchmarkExpireDrain on its table.
 func benchDrain(b *testing.B, f *fixture, ref *reference, instances []*instance) {
 	ctx := context.Background()
 	cmd := app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 0}.WithDefaults()
 
-	// drain runs n instances (0: the bound) until the backlog is gone and
-	// returns the time it took; the caller resets the table before and
-	// checks it after.
-	drain := func(tb testing.TB, n int) time.Duration {
-		tb.Helper()
-		if n < 0 {
-			return ref.drainBy(tb, referenceWorkers-n)
-		}
-		if n == 0 {
+	// instancesDrain runs n instances until the backlog is gone and returns
+	// the time it took.
+	instancesDrain := func(n int) func(testing.TB) time.Duration {
+		return func(tb testing.TB) time.Duration {
+			tb.Helper()
+			var wg sync.WaitGroup
+			errs := make([]error, n)
 			started := time.Now()
-			for {
-				res, err := f.db.SQL.ExecContext(ctx, BoundSQL, time.Now().UTC().Truncate(time.Microsecond),
-					batchSize, uuid.Must(uuid.NewV7()).String(), benchTraceparent)
+			for i, inst := range instances[:n] {
+				wg.Go(func() {
+					for {
+						res, err := inst.cycle.Handle(ctx, cmd)
+						if err != nil || res.Expired == 0 {
+							errs[i] = err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			took := time.Since(started)
+			require.NoError(tb, errors.Join(errs...))
+			return took
+		}
+	}
+	boundDrain := func(tb testing.TB) time.Duration {
+		tb.Helper()
+		started := time.Now()
+		for {
+			res, err := f.db.SQL.ExecContext(ctx, BoundSQL, time.Now().UTC().Truncate(time.Microsecond),
+				batchSize, uuid.Must(uuid.NewV7()).String(), benchTraceparent)
+			require.NoError(tb, err)
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
 				require.NoError(tb, err)
-				if n, err := res.RowsAffected(); err != nil || n == 0 {
-					require.NoError(tb, err)
-					return time.Since(started)
-				}
+				return time.Since(started)
 			}
 		}
-		var wg sync.WaitGroup
-		errs := make([]error, n)
-		started := time.Now()
-		for i, inst := range instances[:n] {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					res, err := inst.cycle.Handle(ctx, cmd)
-					if err != nil {
-						errs[i] = err
-						return
-					}
-					if res.Expired == 0 {
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		took := time.Since(started)
-		for _, err := range errs {
-			require.NoError(tb, err)
-		}
-		return took
+	}
+	referenceDrain := func(workers int) func(testing.TB) time.Duration {
+		return func(tb testing.TB) time.Duration { return ref.drainBy(tb, workers) }
+	}
+	resetModule := func(tb testing.TB) { f.restoreAll(tb) }
+	checkModule := func(tb testing.TB) { f.requireExpiredOnce(tb, dueBacklog) }
+	resetReference := func(tb testing.TB) { ref.run(tb, "reset.sql") }
+	checkReference := func(tb testing.TB) { ref.requireExpiredOnce(tb, dueBacklog) }
+
+	// Each drain starts from its side's reset table and is checked after.
+	drains := map[string]struct {
+		reset, check func(testing.TB)
+		drain        func(testing.TB) time.Duration
+	}{
+		"1 instance":           {resetModule, checkModule, instancesDrain(1)},
+		"2 instances":          {resetModule, checkModule, instancesDrain(2)},
+		"bound":                {resetModule, checkModule, boundDrain},
+		"reference, 1 worker":  {resetReference, checkReference, referenceDrain(1)},
+		"reference, 2 workers": {resetReference, checkReference, referenceDrain(2)},
+	}
+	orders := [][]string{
+		{"1 instance", "reference, 1 worker", "2 instances", "reference, 2 workers", "bound"},
+		{"bound", "reference, 2 workers", "2 instances", "reference, 1 worker", "1 instance"},
 	}
 
-	f.restoreAll(b)
-	drain(b, 1) // warm up
-	f.requireExpiredOnce(b, dueBacklog)
-	took := map[int][]time.Duration{}
+	resetModule(b)
+	instancesDrain(1)(b) // warm up
+	checkModule(b)
+	took := map[string][]time.Duration{}
 	b.ResetTimer()
 	b.StopTimer()
-	refOne, refTwo := referenceWorkers-1, referenceWorkers-2
 	for i := range b.N {
-		for _, n := range [][]int{{1, refOne, 2, refTwo, 0}, {0, refTwo, 2, refOne, 1}}[i%2] {
-			if n < 0 {
-				ref.run(b, "reset.sql")
-			} else {
-				f.restoreAll(b)
-			}
+		for _, name := range orders[i%2] {
+			d := drains[name]
+			d.reset(b)
 			b.StartTimer()
-			d := drain(b, n)
+			took[name] = append(took[name], d.drain(b))
 			b.StopTimer()
-			if n < 0 {
-				ref.requireExpiredOnce(b, dueBacklog)
-			} else {
-				f.requireExpiredOnce(b, dueBacklog)
-			}
-			took[n] = append(took[n], d)
+			d.check(b)
 		}
 	}
-	rate := func(n int) float64 { return float64(dueBacklog) / median(took[n]).Seconds() }
-	one, two := rate(1), rate(2)
+	rate := func(name string) float64 { return float64(dueBacklog) / median(took[name]).Seconds() }
+	one, two := rate("1 instance"), rate("2 instances")
+	refOne, refTwo := rate("reference, 1 worker"), rate("reference, 2 workers")
 	b.ReportMetric(one, "1-instance-purchases/s")
 	b.ReportMetric(two, "2-instances-purchases/s")
-	b.ReportMetric(rate(0), "bound-purchases/s")
-	b.ReportMetric(rate(refOne), "reference-1-worker-purchases/s")
-	b.ReportMetric(rate(refTwo), "reference-2-workers-purchases/s")
+	b.ReportMetric(rate("bound"), "bound-purchases/s")
+	b.ReportMetric(refOne, "reference-1-worker-purchases/s")
+	b.ReportMetric(refTwo, "reference-2-workers-purchases/s")
 	b.ReportMetric(two/one, "2-vs-1")
-	b.ReportMetric(rate(refTwo)/rate(refOne), "reference-2-vs-1")
-	b.ReportMetric((two/one)/(rate(refTwo)/rate(refOne)), "2-vs-1/reference")
+	b.ReportMetric(refTwo/refOne, "reference-2-vs-1")
+	b.ReportMetric((two/one)/(refTwo/refOne), "2-vs-1/reference")
 }
 
 // restoreAll puts every due purchase back to Active and empties the
