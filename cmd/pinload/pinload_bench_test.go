@@ -127,7 +127,7 @@ func benchAPI(b *testing.B) {
 		return res
 	}
 	var event, metadata string
-	runPG := func(script string) pgbenchResult {
+	runPG := func(name, script string) pgbenchResult {
 		if event == "" {
 			// The outbox row pgbench writes is a real one, from the API's
 			// first round.
@@ -135,7 +135,7 @@ func benchAPI(b *testing.B) {
 				`SELECT payload::text, metadata::text FROM `+outbox.TableName(contract.Topic)+` ORDER BY "offset" DESC LIMIT 1`).Scan(&event, &metadata))
 		}
 		pg := runPgbench(b, pgbench, script, db.URL, pkg, event, metadata, duration)
-		b.Logf("pgbench (%s): %.0f tps, p50 %.1f ms, p99 %.1f ms, %d transactions (load %s)", scriptName(script), pg.tps, pg.p50, pg.p99, pg.count, loadAverage())
+		b.Logf("pgbench (%s): %.0f tps, p50 %.1f ms, p99 %.1f ms, %d transactions (load %s)", name, pg.tps, pg.p50, pg.p99, pg.count, loadAverage())
 		return pg
 	}
 	all := make([]apiRound, rounds)
@@ -144,11 +144,11 @@ func benchAPI(b *testing.B) {
 		r := &all[i]
 		if i%2 == 0 {
 			r.api = runAPI()
-			r.pg = runPG(pgbenchScript)
-			r.pgOne = runPG(pgbenchOneStatement)
+			r.pg = runPG("transaction", pgbenchScript)
+			r.pgOne = runPG("one statement", pgbenchOneStatement)
 		} else {
-			r.pgOne = runPG(pgbenchOneStatement)
-			r.pg = runPG(pgbenchScript)
+			r.pgOne = runPG("one statement", pgbenchOneStatement)
+			r.pg = runPG("transaction", pgbenchScript)
 			r.api = runAPI()
 		}
 		failed += r.api.Errors
@@ -344,14 +344,6 @@ WITH purchase AS (
 INSERT INTO outbox."pin_promotion_purchase_changed_v1" (uuid, payload, metadata)
 SELECT gen_random_uuid(), :event::json, :metadata::json FROM purchase;
 `
-
-// scriptName names a pgbench script in the log.
-func scriptName(script string) string {
-	if script == pgbenchOneStatement {
-		return "one statement"
-	}
-	return "transaction"
-}
 
 // pgbenchResult is what pgbench measured, the latencies read from its
 // per-transaction log.

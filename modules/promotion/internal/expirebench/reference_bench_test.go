@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,26 +92,10 @@ func (r *reference) run(tb testing.TB, file string, args ...string) {
 	require.NoError(tb, err, "psql -f %s: %s", file, out)
 }
 
-// drain runs form1.sql until it expires nothing and returns the time it
-// took and the batches that expired rows.
-func (r *reference) drain(tb testing.TB) (time.Duration, int) {
-	tb.Helper()
-	ctx := context.Background()
-	batches := 0
-	started := time.Now()
-	for {
-		var n int
-		require.NoError(tb, r.db.SQL.QueryRowContext(ctx, r.form1).Scan(&n))
-		if n == 0 {
-			return time.Since(started), batches
-		}
-		batches++
-	}
-}
-
 // drainBy runs form1.sql on n connections at once, each until it expires
-// nothing, and returns the time until the last one stopped.
-func (r *reference) drainBy(tb testing.TB, n int) time.Duration {
+// nothing, and returns the time until the last one stopped and the batches
+// that expired rows.
+func (r *reference) drainBy(tb testing.TB, n int) (time.Duration, int) {
 	tb.Helper()
 	ctx := context.Background()
 	conns := make([]*sql.Conn, n)
@@ -121,6 +106,7 @@ func (r *reference) drainBy(tb testing.TB, n int) time.Duration {
 		conns[i] = c
 	}
 	errs := make([]error, n)
+	var batches atomic.Int64
 	var wg sync.WaitGroup
 	started := time.Now()
 	for i, c := range conns {
@@ -130,13 +116,14 @@ func (r *reference) drainBy(tb testing.TB, n int) time.Duration {
 				if errs[i] = c.QueryRowContext(ctx, r.form1).Scan(&expired); errs[i] != nil || expired == 0 {
 					return
 				}
+				batches.Add(1)
 			}
 		})
 	}
 	wg.Wait()
 	took := time.Since(started)
 	require.NoError(tb, errors.Join(errs...))
-	return took
+	return took, int(batches.Load())
 }
 
 // requireExpiredOnce runs verify.sql's query: every due row expired once,
@@ -199,7 +186,7 @@ func benchReference(b *testing.B, f *fixture, ref *reference, inst *instance) {
 	}
 	reference := func(tb testing.TB) time.Duration {
 		ref.run(tb, "reset.sql")
-		took, batches := ref.drain(tb)
+		took, batches := ref.drainBy(tb, 1)
 		require.Equal(tb, (dueBacklog+batchSize-1)/batchSize, batches, "reference batches")
 		ref.requireExpiredOnce(tb, dueBacklog)
 		return took
