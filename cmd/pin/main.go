@@ -33,6 +33,8 @@ Usage:
   pin expire-promotions --once [--batch-size N]  run exactly one expiry cycle and print its JSON result
   pin kafka create-topics [--replication-factor N] [--retention D]  create the module's missing topics (3 partitions)
   pin token --tenant UUID [--user UUID] [--role ROLE]...  print a development JWT
+  pin outbox dead-letters list [--topic T]    list the relay's dead letters, one JSON object a line
+  pin outbox dead-letters replay ID...|--all  put dead letters back in the outbox with their original messageId
   pin healthcheck                             exit 0 when the local server's /readyz answers 200
   pin version                                 print the version (also: pin --version)
 
@@ -76,6 +78,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		err = migrate(ctx, args[1:], environ, stdout)
 	case "expire-promotions":
 		err = expirePromotions(ctx, args[1:], environ, stdout, stderr)
+	case "outbox":
+		err = outboxCommand(ctx, args[1:], environ, stdout)
 	case "token":
 		err = token(args[1:], environ, stdout)
 	case "healthcheck":

@@ -1,0 +1,193 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DeadLetter is one message the relay gave up on, as an operator lists it
+// (`pin outbox dead-letters list`): the row of DeadLetterTable, with the
+// event and its Kafka metadata as they were in the outbox.
+type DeadLetter struct {
+	ID    int64  `json:"id"`
+	Topic string `json:"topic"`
+	// MessageID is empty only for a row whose envelope could not be read.
+	MessageID      string          `json:"messageId"`
+	OutboxOffset   int64           `json:"outboxOffset"`
+	Attempts       int             `json:"attempts"`
+	Error          string          `json:"error"`
+	DeadLetteredAt time.Time       `json:"deadLetteredAt"`
+	Payload        json.RawMessage `json:"payload"`
+	Metadata       json.RawMessage `json:"metadata"`
+}
+
+// ReplayedDeadLetter says where a replayed dead letter went: a new row of
+// its topic's outbox table, which the relay sends like any other.
+type ReplayedDeadLetter struct {
+	ID              int64  `json:"id"`
+	Topic           string `json:"topic"`
+	MessageID       string `json:"messageId"`
+	NewOutboxOffset int64  `json:"newOutboxOffset"`
+}
+
+// ErrDeadLetterNotFound is wrapped by ReplayDeadLetters when a named dead
+// letter does not exist (never did, or was replayed already).
+var ErrDeadLetterNotFound = errors.New("no such dead letter")
+
+// ErrNotReplayable is wrapped by ReplayDeadLetters when a named dead letter
+// lacks what the relay needs to send it with its original identity: an
+// event, a message id and a Kafka key (partition_key metadata).
+var ErrNotReplayable = errors.New("dead letter cannot be replayed")
+
+// deadLetterColumns are read by ListDeadLetters and the replays, in the
+// order of scanDeadLetter.
+const deadLetterColumns = `id, topic, COALESCE(message_id, ''), outbox_offset, attempts, error,
+	dead_lettered_at, COALESCE(payload, 'null'), COALESCE(metadata, 'null')`
+
+// replayable holds for a row the relay can send again as it was first
+// meant: an event, its message id and its Kafka key. Anything else would
+// only be dead-lettered again, or reach consumers as a new message.
+const replayable = `payload IS NOT NULL AND COALESCE(message_id, '') <> ''
+	AND COALESCE(metadata->>'partition_key', '') <> ''`
+
+// ListDeadLetters returns the dead letters of topic (all topics when topic
+// is empty), oldest first.
+func ListDeadLetters(ctx context.Context, db *sql.DB, topic string) ([]DeadLetter, error) {
+	rows, err := db.QueryContext(ctx, `SELECT `+deadLetterColumns+` FROM `+DeadLetterTable+`
+		WHERE $1 = '' OR topic = $1 ORDER BY id`, topic)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
+	}
+	defer rows.Close()
+	var out []DeadLetter
+	for rows.Next() {
+		d, err := scanDeadLetter(rows)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: list dead letters: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
+	}
+	return out, nil
+}
+
+// ReplayDeadLetters puts the named dead letters back into their topics'
+// outbox tables, with their original message id, key and headers, and
+// deletes them, in one transaction. It is all or nothing: when one of ids
+// does not exist (ErrDeadLetterNotFound; a second replay of the same id is
+// that case) or cannot be replayed (ErrNotReplayable), nothing changes.
+func ReplayDeadLetters(ctx context.Context, db *sql.DB, ids []int64) ([]ReplayedDeadLetter, error) {
+	if len(ids) == 0 {
+		return nil, errors.New("outbox: replay dead letters: no ids")
+	}
+	return replay(ctx, db, `id = ANY($1)`, ids, func(found []DeadLetter) error {
+		var missing []string
+		for _, id := range ids {
+			if !slices.ContainsFunc(found, func(d DeadLetter) bool { return d.ID == id }) {
+				missing = append(missing, fmt.Sprint(id))
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("%w: %s (never existed, or already replayed)", ErrDeadLetterNotFound, strings.Join(missing, ", "))
+		}
+		return nil
+	})
+}
+
+// ReplayAllDeadLetters replays, like ReplayDeadLetters, every replayable
+// dead letter of topic (all topics when topic is empty) and leaves the
+// others where they are. Run again, it finds nothing to replay.
+func ReplayAllDeadLetters(ctx context.Context, db *sql.DB, topic string) ([]ReplayedDeadLetter, error) {
+	return replay(ctx, db, `($1::text = '' OR topic = $1) AND `+replayable, topic, nil)
+}
+
+// replay moves the dead letters matching where (with its one argument) back
+// into the outbox in id order, which is the order they were dead-lettered.
+// FOR UPDATE makes a concurrent replay of the same rows wait, then find them
+// gone: a dead letter is replayed once. check may refuse what was found.
+func replay(ctx context.Context, db *sql.DB, where string, arg any, check func([]DeadLetter) error) ([]ReplayedDeadLetter, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: replay dead letters: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // after a commit, a no-op
+
+	rows, err := tx.QueryContext(ctx, `SELECT `+deadLetterColumns+`, `+replayable+`
+		FROM `+DeadLetterTable+` WHERE `+where+` ORDER BY id FOR UPDATE`, arg)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: replay dead letters: %w", err)
+	}
+	var found []DeadLetter
+	var unreplayable []string
+	for rows.Next() {
+		var ok bool
+		d, err := scanDeadLetter(rows, &ok)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("outbox: replay dead letters: %w", err)
+		}
+		if !ok {
+			unreplayable = append(unreplayable, fmt.Sprint(d.ID))
+		}
+		found = append(found, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: replay dead letters: %w", err)
+	}
+	if check != nil {
+		if err := check(found); err != nil {
+			return nil, err
+		}
+	}
+	if len(unreplayable) > 0 {
+		return nil, fmt.Errorf("%w: %s: it has no event, message id or partition_key (see docs/runbooks/outbox-backlog.md, Dead letters: Remove the cause)",
+			ErrNotReplayable, strings.Join(unreplayable, ", "))
+	}
+
+	out := make([]ReplayedDeadLetter, 0, len(found))
+	for _, d := range found {
+		if err := checkTopic(d.Topic); err != nil {
+			return nil, fmt.Errorf("outbox: replay dead letter %d: %w", d.ID, err)
+		}
+		r := ReplayedDeadLetter{ID: d.ID, Topic: d.Topic, MessageID: d.MessageID}
+		// The outbox row's uuid is the message_id header the relay sends:
+		// consumers see the same message again and deduplicate it.
+		err := tx.QueryRowContext(ctx, `INSERT INTO `+TableName(d.Topic)+` (uuid, payload, metadata)
+			SELECT message_id, payload, metadata FROM `+DeadLetterTable+` WHERE id = $1
+			RETURNING "offset"`, d.ID).Scan(&r.NewOutboxOffset)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: replay dead letter %d into the outbox of %s: %w", d.ID, d.Topic, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+DeadLetterTable+` WHERE id = $1`, d.ID); err != nil {
+			return nil, fmt.Errorf("outbox: replay dead letter %d: %w", d.ID, err)
+		}
+		out = append(out, r)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("outbox: replay dead letters: %w", err)
+	}
+	return out, nil
+}
+
+// scanDeadLetter reads deadLetterColumns, and then into extra.
+func scanDeadLetter(rows *sql.Rows, extra ...any) (DeadLetter, error) {
+	var d DeadLetter
+	var payload, metadata []byte
+	dest := append([]any{&d.ID, &d.Topic, &d.MessageID, &d.OutboxOffset, &d.Attempts, &d.Error,
+		&d.DeadLetteredAt, &payload, &metadata}, extra...)
+	if err := rows.Scan(dest...); err != nil {
+		return DeadLetter{}, err
+	}
+	d.DeadLetteredAt = d.DeadLetteredAt.UTC()
+	d.Payload, d.Metadata = payload, metadata
+	return d, nil
+}

@@ -1,0 +1,157 @@
+package outbox_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+// TestReplayedDeadLetterReachesKafkaWithItsMessageID has the relay
+// dead-letter an event Kafka refuses (larger than the producer allows), then
+// lifts the limit as an operator would fix the broker, and replays it: the
+// same message id, key, value and headers reach the topic, and a second
+// replay of the same id changes nothing.
+func TestReplayedDeadLetterReachesKafkaWithItsMessageID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	brokers := testbed.NewKafka(t, topic)
+	small := kafka.ProducerConfig("pin-outbox-relay-small")
+	small.Producer.MaxMessageBytes = 64
+	stop := b.startRelay(t, outbox.RelayConfig{Brokers: brokers, MaxAttempts: 2, RetryBackoff: 10 * time.Millisecond, Sarama: small}, nil)
+
+	original := event("purchase-7", 1)
+	original.Payload = []byte(`{"seq":1,"padding":"` + strings.Repeat("x", 200) + `"}`)
+	original.Metadata.Set(kafka.MetaCorrelationID, "req-dead")
+	b.publish(t, original)
+	waitFor(t, "the event to be dead-lettered", func() bool { n, _, dead := b.stats(t); return n == 0 && dead == 1 })
+	stop()
+
+	listed, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, topic)
+	require.NoError(t, err)
+	require.Len(t, listed, 1)
+	d := listed[0]
+	require.Equal(t, original.UUID, d.MessageID)
+	require.Equal(t, topic, d.Topic)
+	require.Equal(t, 2, d.Attempts)
+	require.NotEmpty(t, d.Error)
+	require.JSONEq(t, string(original.Payload), string(d.Payload))
+	require.Contains(t, string(d.Metadata), `"partition_key":"purchase-7"`)
+	other, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, "another.topic")
+	require.NoError(t, err)
+	require.Empty(t, other, "--topic filters")
+
+	replayed, err := outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{d.ID})
+	require.NoError(t, err)
+	require.Len(t, replayed, 1)
+	require.Equal(t, outbox.ReplayedDeadLetter{ID: d.ID, Topic: topic, MessageID: original.UUID, NewOutboxOffset: replayed[0].NewOutboxOffset}, replayed[0])
+	require.Greater(t, replayed[0].NewOutboxOffset, d.OutboxOffset, "a new row at the end of the outbox")
+	backlog, _, dead := b.stats(t)
+	require.EqualValues(t, 1, backlog, "back in the relay's queue")
+	require.EqualValues(t, 0, dead, "gone from the dead letters in the same transaction")
+
+	_, err = outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{d.ID})
+	require.ErrorIs(t, err, outbox.ErrDeadLetterNotFound, "a second replay of the same id")
+	backlog, _, _ = b.stats(t)
+	require.EqualValues(t, 1, backlog, "the second replay queued nothing")
+
+	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, nil)
+	rec := newConsumer(t, brokers).until(t, 1)[0]
+	require.Equal(t, "purchase-7", string(rec.Key))
+	require.Equal(t, string(original.Payload), string(rec.Value))
+	require.Equal(t, map[string]string{
+		"message_id":       original.UUID,
+		"event_type":       "pin.promotion.purchase-changed",
+		"contract_version": "1",
+		"correlation_id":   "req-dead",
+	}, headers(rec), "the headers it was first meant to carry (no trace is active here)")
+}
+
+// TestReplayIsAllOrNothingAndAllSkipsWhatCannotBeSent names a missing id, a
+// row without a key and good rows: a replay naming a bad one changes
+// nothing, --all replays the good ones in their order and keeps the other,
+// and a second --all finds nothing.
+func TestReplayIsAllOrNothingAndAllSkipsWhatCannotBeSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := insertDeadLetter(t, b, "m-1", `{"partition_key":"p-1"}`)
+	keyless := insertDeadLetter(t, b, "m-2", `{"partition_key":""}`)
+	third := insertDeadLetter(t, b, "m-3", `{"partition_key":"p-1"}`)
+
+	_, err := outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{first, 999999})
+	require.ErrorIs(t, err, outbox.ErrDeadLetterNotFound)
+	require.Contains(t, err.Error(), "999999")
+	_, err = outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{first, keyless})
+	require.ErrorIs(t, err, outbox.ErrNotReplayable)
+	backlog, _, dead := b.stats(t)
+	require.EqualValues(t, 0, backlog, "nothing queued")
+	require.EqualValues(t, 3, dead, "nothing removed")
+
+	replayed, err := outbox.ReplayAllDeadLetters(b.ctx, b.db.SQL, topic)
+	require.NoError(t, err)
+	require.Len(t, replayed, 2)
+	require.Equal(t, []int64{first, third}, []int64{replayed[0].ID, replayed[1].ID})
+	require.Less(t, replayed[0].NewOutboxOffset, replayed[1].NewOutboxOffset, "in the order they were dead-lettered")
+	left, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, "")
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	require.Equal(t, keyless, left[0].ID)
+
+	again, err := outbox.ReplayAllDeadLetters(b.ctx, b.db.SQL, "")
+	require.NoError(t, err)
+	require.Empty(t, again, "a second --all has nothing to replay")
+	var queued []string
+	rows, err := b.db.SQL.Query(`SELECT uuid FROM ` + outbox.TableName(topic) + ` WHERE NOT acked ORDER BY "offset"`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		queued = append(queued, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"m-1", "m-3"}, queued, "each replayed once, with its message id")
+}
+
+// TestConcurrentReplaysOfOneDeadLetterQueueItOnce runs two replays of the
+// same id at once: one moves it, the other finds it gone.
+func TestConcurrentReplaysOfOneDeadLetterQueueItOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := insertDeadLetter(t, b, "m-1", `{"partition_key":"p-1"}`)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{id}) })
+	}
+	wg.Wait()
+	succeeded := 0
+	for _, err := range errs {
+		if err == nil {
+			succeeded++
+		} else {
+			require.ErrorIs(t, err, outbox.ErrDeadLetterNotFound)
+		}
+	}
+	require.Equal(t, 1, succeeded)
+	backlog, _, dead := b.stats(t)
+	require.EqualValues(t, 1, backlog)
+	require.EqualValues(t, 0, dead)
+}
+
+// insertDeadLetter writes a dead letter of topic as the relay does, and
+// returns its id.
+func insertDeadLetter(tb testing.TB, b testBundle, messageID, metadata string) int64 {
+	tb.Helper()
+	var id int64
+	require.NoError(tb, b.db.SQL.QueryRow(`INSERT INTO `+outbox.DeadLetterTable+`
+		(topic, message_id, outbox_offset, payload, metadata, error, attempts)
+		VALUES ($1, $2, 1, '{"seq":1}', $3, 'kafka: refused', 5) RETURNING id`, topic, messageID, metadata).Scan(&id))
+	return id
+}
