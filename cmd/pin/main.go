@@ -1,7 +1,7 @@
 // Command pin is the Pin backend's modular monolith: it serves the HTTP API,
 // runs the modules' background runners and forwards the outbox to Kafka.
 //
-// See docs/operations.md or `pin help` for the commands.
+// See README.md ("Commands") or `pin help` for the commands.
 package main
 
 import (

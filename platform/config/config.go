@@ -21,7 +21,7 @@ import (
 )
 
 // Config is the whole configuration of the pin process. The variable names
-// are part of the outward interface (see docs/configuration.md).
+// are part of the outward interface (README.md, "Configuration").
 type Config struct {
 	DatabaseURL  string   `env:"PIN_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/pin?sslmode=disable"`
 	HTTPAddr     string   `env:"PIN_HTTP_ADDR" envDefault:"127.0.0.1:8080"`

@@ -60,8 +60,8 @@ func TestProducerReachesASecuredBroker(t *testing.T) {
 	}
 }
 
-// TestProducerNeedsOnlyWriteOnTheTopic shows the ACLs of
-// docs/operations.md suffice: WRITE on the topic (which implies DESCRIBE)
+// TestProducerNeedsOnlyWriteOnTheTopic shows the ACLs of README.md
+// ("Running in production", "Producer ACLs") suffice: WRITE on the topic (which implies DESCRIBE)
 // lets the idempotent producer publish; a user with READ only cannot.
 func TestProducerNeedsOnlyWriteOnTheTopic(t *testing.T) {
 	t.Parallel()

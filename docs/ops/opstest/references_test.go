@@ -1,0 +1,80 @@
+package opstest
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// docPath is a repository path into docs/ as code comments and documents
+// write it.
+var docPath = regexp.MustCompile(`docs/[A-Za-z0-9_./-]*[A-Za-z0-9_-]\.(?:md|ya?ml|json|txt)`)
+
+// toBeCreated are paths a procedure tells its reader to create.
+var toBeCreated = map[string]bool{
+	"docs/contracts/pin.promotion.purchase-changed.v2.schema.json": true, // version 2's procedure
+}
+
+// missingDocs returns the docs/ paths text names that do not exist under root.
+func missingDocs(root, text string) []string {
+	var missing []string
+	for _, p := range docPath.FindAllString(text, -1) {
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil && !toBeCreated[p] {
+			missing = append(missing, p)
+		}
+	}
+	return missing
+}
+
+// TestReferencedDocumentsExist reads every Go file, Markdown document,
+// YAML file, script and the Makefile of the repository: each docs/ path
+// they name exists, so a reader sent to a document finds it.
+func TestReferencedDocumentsExist(t *testing.T) {
+	t.Parallel()
+	var missing []string
+	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") && path != repoRoot || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".md", ".yml", ".yaml", ".sh":
+		default:
+			if d.Name() != "Makefile" && d.Name() != "Dockerfile" {
+				return nil
+			}
+		}
+		if d.Name() == "references_test.go" {
+			return nil // its planted paths
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(repoRoot, path)
+		for _, p := range missingDocs(repoRoot, string(raw)) {
+			missing = append(missing, rel+": "+p)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Empty(t, missing, "documents named but not in the repository")
+}
+
+// TestMissingDocsReportsPlanted shows the check finds a reference to a
+// document that does not exist, and passes one that does.
+func TestMissingDocsReportsPlanted(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{"docs/operations.md"},
+		missingDocs(repoRoot, "See docs/operations.md or docs/architecture.md, and docs/runbooks/kafka.md."))
+}
