@@ -87,7 +87,9 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 			err = healthcheck(ctx, environ)
 		}
 	case "version", "-version", "--version":
-		fmt.Fprintln(stdout, "pin", version())
+		if err = noArgs("version", "version", args[1:], stdout); err == nil {
+			fmt.Fprintln(stdout, "pin", version())
+		}
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:

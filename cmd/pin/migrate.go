@@ -14,8 +14,11 @@ func migrate(ctx context.Context, args, environ []string, stdout io.Writer) erro
 	if len(args) > 0 && isHelp(args[0]) {
 		return parseFlags(newFlags("migrate"), "migrate up|down|status", args[:1], stdout)
 	}
-	if len(args) != 1 || (args[0] != "up" && args[0] != "down" && args[0] != "status") {
+	if len(args) == 0 || (args[0] != "up" && args[0] != "down" && args[0] != "status") {
 		return usageError{"migrate: want exactly one of up, down, status"}
+	}
+	if err := noArgs("migrate "+args[0], "migrate "+args[0], args[1:], stdout); err != nil {
+		return err
 	}
 	sqlDB, err := openDatabase(ctx, environ)
 	if err != nil {
