@@ -19,8 +19,8 @@ build: ## build bin/pin
 	@echo "a few minutes with no output. Later builds take seconds."
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN) ./cmd/pin
 
-build-production: ## build bin/pin as the image does (-tags production: no pin dev, no test broker)
-	$(GO) build -tags production $(GOFLAGS_BUILD) -o $(BIN) ./cmd/pin
+build-production: ## build bin/pin-production as the image does (-tags production: no pin dev, no test broker)
+	$(GO) build -tags production $(GOFLAGS_BUILD) -o $(BIN)-production ./cmd/pin
 
 image: ## build the container image pin:$(git describe), with that version inside
 	docker build --build-arg VERSION="$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -t pin:"$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" .

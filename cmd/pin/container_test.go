@@ -176,6 +176,28 @@ func TestContainerFilesAgreeWithTheConfiguration(t *testing.T) {
 	}
 	slices.Sort(pinServices)
 	require.Equal(t, []string{"kafka-init", "migrate", "pin"}, pinServices, "the services built from the Dockerfile")
+	requireComposePostgresAgrees(t, compose)
+}
+
+// requireComposePostgresAgrees checks compose's PostgreSQL against the URLs
+// that use it: no password any URL lacks (trust, as PIN_DATABASE_URL's
+// default assumes), and not published over a local server's port 5432.
+func requireComposePostgresAgrees(t *testing.T, compose composeFile) {
+	t.Helper()
+	pg, ok := compose.Services["postgres"]
+	require.True(t, ok, "a postgres service")
+	require.Equal(t, "trust", pg.Environment["POSTGRES_HOST_AUTH_METHOD"], "the URLs carry no password")
+	require.Empty(t, pg.Environment["POSTGRES_PASSWORD"])
+	for name, svc := range compose.Services {
+		if u, ok := svc.Environment["PIN_DATABASE_URL"]; ok {
+			require.Regexp(t, `^postgres://postgres@postgres:5432/`, u, "%s reaches compose's PostgreSQL as its user, without a password", name)
+		}
+	}
+	for _, p := range pg.Ports {
+		parts := strings.Split(p, ":")
+		require.GreaterOrEqual(t, len(parts), 3, "postgres published on an explicit host address: %q", p)
+		require.NotEqual(t, "5432", parts[len(parts)-2], "postgres published over a local server's port: %q", p)
+	}
 }
 
 // knownVariable reports whether config.Config reads name.
