@@ -78,3 +78,47 @@ func TestMissingDocsReportsPlanted(t *testing.T) {
 	require.Equal(t, []string{"docs/operations.md"},
 		missingDocs(repoRoot, "See docs/operations.md or docs/architecture.md, and docs/runbooks/kafka.md."))
 }
+
+// httpPIN is $PIN, or a PIN variable, used as an HTTP address; PIN names
+// the binary (README, the pin dev banner), BASE the instance's address.
+var httpPIN = regexp.MustCompile(`\$\{?PIN\}?/|\bPIN=https?:|address in ` + "`PIN`")
+
+// pinAsAddress lists the documents whose commands still use PIN as the
+// instance's address; their owners rename it to BASE.
+var pinAsAddress = map[string]bool{
+	"docs/runbooks/expire-promotions.md": true,
+	"docs/runbooks/outbox-backlog.md":    true,
+}
+
+// TestPINNamesOnlyTheBinary reads the README and every document under
+// docs/: none uses PIN for an HTTP address, so a reader who exported
+// PIN as the binary never curls it.
+func TestPINNamesOnlyTheBinary(t *testing.T) {
+	t.Parallel()
+	var found []string
+	err := filepath.WalkDir(filepath.Join(repoRoot, "docs"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".md" {
+			return err
+		}
+		rel, _ := filepath.Rel(repoRoot, path)
+		if pinAsAddress[filepath.ToSlash(rel)] {
+			return nil
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range httpPIN.FindAllString(string(raw), -1) {
+			found = append(found, rel+": "+m)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	require.NoError(t, err)
+	for _, m := range httpPIN.FindAllString(string(readme), -1) {
+		found = append(found, "README.md: "+m)
+	}
+	require.Empty(t, found, "PIN used as an HTTP address; use BASE")
+	require.NotEmpty(t, httpPIN.FindAllString(`curl -s "$PIN/metrics"`, -1), "the check finds a planted use")
+}
