@@ -189,7 +189,7 @@ row "  pgbench, the same writes as one statement" "$(metric api BenchmarkAPI pgb
 row "  API / that (informative)" "$(metric api BenchmarkAPI api/pgbench-one-statement)" ">=" 0 "x" api
 row "  worst round" "$(metric api BenchmarkAPI api/pgbench-worst)" ">=" 0.7 "x" api
 row "API p50" "$(metric api BenchmarkAPI api-p50-ms)" ">=" 0 "ms" api
-row "API p99 (issue 7 asked < 50 ms)" "$(metric api BenchmarkAPI api-p99-ms)" "<" 50 "ms" api
+row "API p99 (first target: < 50 ms)" "$(metric api BenchmarkAPI api-p99-ms)" "<" 50 "ms" api
 row "pgbench p99 (same clients)" "$(metric api BenchmarkAPI pgbench-p99-ms)" ">=" 0 "ms" api
 row "API p99 / pgbench p99, median of rounds" "$(metric api BenchmarkAPI api-p99/pgbench-p99)" "<=" 1.2 "x" api
 row "  worst round" "$(metric api BenchmarkAPI api-p99/pgbench-p99-worst)" "<=" 1.2 "x" api

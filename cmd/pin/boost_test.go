@@ -16,7 +16,7 @@ import (
 )
 
 // boostPromise is how soon after the API's answer a target's boost must
-// have followed a purchase or a cancellation (issue 14).
+// have followed a purchase or a cancellation (docs/consuming-the-event.md).
 const boostPromise = 2 * time.Second
 
 // boostOf reads GET /promotion-boosts/{kind}/{id} from s.

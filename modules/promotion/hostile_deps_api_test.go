@@ -20,7 +20,7 @@ import (
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
-// Failing dependencies (issue 13): a locked table or a database that
+// Failing dependencies (ADR 0005): a locked table or a database that
 // refuses connections must cost a request a bounded time and a 503 with
 // Retry-After, and must not take the routes that do not need it down too.
 

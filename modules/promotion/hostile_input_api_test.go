@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Hostile input (issue 13): what an attacker or an unlucky client sends must
+// Hostile input (ADR 0005): what an attacker or an unlucky client sends must
 // end in a 4xx that names the field and changes nothing.
 
 func TestNULInFreeTextIsAValidationErrorNamingTheField(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/pinmarket/pin/platform/auth"
 )
 
-// Forged and lenient tokens (issue 13): each is refused with 401.
+// Forged and lenient tokens (ADR 0005): each is refused with 401.
 
 func TestAuthenticateRefusesLenientTokens(t *testing.T) {
 	t.Parallel()

@@ -14,7 +14,7 @@ import (
 	"github.com/pinmarket/pin/platform/httpserver"
 )
 
-// Amplification (issue 13): what a client sends is not echoed or logged
+// Amplification (ADR 0005): what a client sends is not echoed or logged
 // back at its full size.
 
 func TestLongPathIsNotEchoedOrLoggedInFull(t *testing.T) {

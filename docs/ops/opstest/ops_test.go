@@ -42,15 +42,15 @@ var plannedMetrics = []string{
 	"promotion_expire_backlog",
 	"promotion_expire_skip_locked_total",
 	"promotion_expire_errors_total",
-	"promotion_expire_poison_purchases",                 // issue 11: known poison purchases
-	"promotion_expire_interval_seconds",                 // issue 11: the not-running alert
-	"promotion_expire_last_completed_timestamp_seconds", // issue 11: the not-running alert
+	"promotion_expire_poison_purchases",                 // the purchases the job remembers as poison
+	"promotion_expire_interval_seconds",                 // for the job-not-running alert
+	"promotion_expire_last_completed_timestamp_seconds", // for the job-not-running alert
 	"pin_outbox_backlog_messages",
 	"pin_outbox_oldest_message_age_seconds",
 	"pin_outbox_published_total",
 	"pin_outbox_publish_errors_total",
 	"pin_outbox_dead_letters",
-	"pin_outbox_relay_active", // issue 10: one active relay per topic
+	"pin_outbox_relay_active", // one active relay per topic
 	"pin_http_requests_total",
 	"pin_http_request_duration_seconds",
 	"pin_runner_restarts_total",

@@ -33,7 +33,8 @@ func missingDocs(root, text string) []string {
 
 // TestReferencedDocumentsExist reads every Go file, Markdown document,
 // YAML file, script and the Makefile of the repository: each docs/ path
-// they name exists, so a reader sent to a document finds it.
+// they name exists, so a reader sent to a document finds it, and none
+// sends the reader to an issue number instead of saying what was decided.
 func TestReferencedDocumentsExist(t *testing.T) {
 	t.Parallel()
 	var missing []string
@@ -65,18 +66,41 @@ func TestReferencedDocumentsExist(t *testing.T) {
 		for _, p := range missingDocs(repoRoot, string(raw)) {
 			missing = append(missing, rel+": "+p)
 		}
+		if rel != "CHANGELOG.md" {
+			for _, ref := range trackerRefs(string(raw)) {
+				missing = append(missing, rel+": "+ref+" (say what was decided, not which issue asked)")
+			}
+		}
 		return nil
 	})
 	require.NoError(t, err)
-	require.Empty(t, missing, "documents named but not in the repository")
+	require.Empty(t, missing, "documents named but not in the repository, or issue numbers")
 }
 
-// TestMissingDocsReportsPlanted shows the check finds a reference to a
-// document that does not exist, and passes one that does.
+// trackerRef is a reference to the project's issue tracker by number,
+// which a reader of the repository cannot follow.
+var trackerRef = regexp.MustCompile(`(?i)\bissues? #?[0-9]+`)
+
+// trackerRefs returns the issue numbers text names, leaving lines that
+// link an upstream project's issue (github.com/…) alone.
+func trackerRefs(text string) []string {
+	var refs []string
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.Contains(line, "github.com/") {
+			refs = append(refs, trackerRef.FindAllString(line, -1)...)
+		}
+	}
+	return refs
+}
+
+// TestMissingDocsReportsPlanted shows the checks find a reference to a
+// document that does not exist (and pass one that does) and issue numbers.
 func TestMissingDocsReportsPlanted(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, []string{"docs/operations.md"},
 		missingDocs(repoRoot, "See docs/operations.md or docs/architecture.md, and docs/runbooks/kafka.md."))
+	require.Equal(t, []string{"issue 13", "Issue 7"},
+		trackerRefs("// Hostile input (issue 13): …\nTargets of Issue 7.\nsee https://github.com/x/y/issues 12 upstream\nissues are fixed"))
 }
 
 // httpPIN is $PIN, or a PIN variable, used as an HTTP address; PIN names

@@ -665,7 +665,7 @@ func TestExpirePurchaseColumnsMatchModel(t *testing.T) {
 	require.Equal(t, s.DBNames, purchaseColumns)
 }
 
-// Poison ahead of healthy purchases (issue 11): 25 purchases whose targets
+// Poison never holds healthy purchases back: 25 purchases whose targets
 // were deleted fall due before 10 healthy ones, with batches of 10 and one
 // batch per cycle. Every healthy purchase is expired within ⌈25/10⌉+1 = 4
 // cycles; from then on the known poison takes only the retry slot, is still
@@ -730,7 +730,7 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	require.EqualValues(t, poisonN-1, b.metric(t, "promotion_expire_poison_purchases"))
 }
 
-// The backlog gauge is counted at scrape time (issue 11): with no cycle
+// The backlog gauge is counted at scrape time, not by the cycle: with no cycle
 // running (the job stopped), it grows as purchases fall due, so the
 // backlog alert can see a stuck job.
 func TestExpireBacklogGaugeGrowsWithJobStopped(t *testing.T) {

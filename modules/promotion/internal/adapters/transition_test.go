@@ -86,7 +86,7 @@ func activePurchase(tb testing.TB, endsAt time.Time) *domain.Purchase {
 
 // Every column a transition changes is one transitionWrite writes: a field
 // that Expire or Cancel starts to change without a column here fails this
-// test, rather than being lost by the batch (issue 11, one write path).
+// test, rather than being lost by the batch (one write path for a transition).
 // Written with the row it was loaded from, a transition sets exactly the
 // columns it changed; without it, every transition column.
 func TestTransitionsChangeOnlyWrittenColumns(t *testing.T) {
