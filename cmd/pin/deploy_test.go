@@ -298,4 +298,11 @@ func TestProductionBuildCarriesNoTestBroker(t *testing.T) {
 	stderr, _ := cmd.CombinedOutput()
 	require.Equal(t, 2, cmd.ProcessState.ExitCode())
 	require.Contains(t, string(stderr), "go build ./cmd/pin")
+	for _, args := range [][]string{{"dev", "--help"}, {"dev", "make-due", "-h"}} {
+		help := exec.Command(bin, args...)
+		help.Env = []string{}
+		out, _ := help.CombinedOutput()
+		require.Equal(t, 0, help.ProcessState.ExitCode(), "pin %v in the production build: %s", args, out)
+		require.Contains(t, string(out), "go build ./cmd/pin")
+	}
 }

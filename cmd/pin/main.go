@@ -68,7 +68,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		}
 	case "dev":
 		if !devIncluded {
-			err = usageError{"dev: not in this build (built with -tags production, as the container image is); build a binary with it: make build, or go build ./cmd/pin"}
+			err = devLeftOut(args[1:], stdout)
 			break
 		}
 		err = dev(ctx, args[1:], environ, stdout, stderr)
