@@ -50,6 +50,7 @@ func TestExpireFaultClassByRealStatement(t *testing.T) {
 				require.Equal(t, 1, poison, "the refused row is remembered as poison")
 				require.Len(t, b.logs.Records(t, "item failed"), 1)
 				require.Empty(t, b.logs.Records(t, "cycle failed"))
+				require.NotZero(t, b.metric(t, "promotion_expire_last_completed_timestamp_seconds"), "the cycle completed")
 				return
 			}
 			require.Error(t, err, "a %s is an infrastructure error", tc.sqlstate)
@@ -63,6 +64,8 @@ func TestExpireFaultClassByRealStatement(t *testing.T) {
 			require.Len(t, b.logs.Records(t, "cycle failed"), 1, "logged once")
 			require.EqualValues(t, 1, b.metric(t, "promotion_expire_errors_total"), "counted once")
 			require.EqualValues(t, 0, b.metric(t, "promotion_expire_items_total", "outcome", "failed"))
+			require.Zero(t, b.metric(t, "promotion_expire_last_completed_timestamp_seconds"),
+				"a failed cycle does not complete: PromotionExpireJobNotRunning sees a persistent fault")
 			b.requireUnlocked(t, ids...)
 
 			b.exec(t, `DROP TRIGGER expire_test_fail ON promotion.promotion_purchases`)

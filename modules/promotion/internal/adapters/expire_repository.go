@@ -138,7 +138,8 @@ func (r *ExpireRepository) expireBatch(ctx context.Context, b app.ExpireBatch, r
 }
 
 // knownPoison is true of a purchase the job has failed to expire before
-// (promotion.expire_poison); such a purchase is left to the retry slot.
+// (promotion.expire_poison); such a purchase is retried only in the room
+// a batch's due purchases leave.
 const knownPoison = `EXISTS (SELECT 1 FROM ` + expirePoisonTable + ` AS x WHERE x.purchase_id = ` + purchasesTable + `.id)`
 
 // PoisonRetrySlots is how many known poison purchases a batch retries at
@@ -174,7 +175,7 @@ func columnList(prefix string, cols []string) string {
 }
 
 // selectBatchQuery selects a batch in one round trip ($1 AsOf, $2 Exclude,
-// $3 Limit, $4 the retry slots):
+// $3 Limit, $4 the most poison retries, PoisonRetrySlots):
 //   - due: Active, due, not known poison, oldest first, FOR UPDATE SKIP
 //     LOCKED; WHERE and ORDER BY match the partial index
 //     promotion_purchases_expiry_idx, so terminal rows cost nothing;

@@ -72,7 +72,7 @@ type ExpireStore interface {
 	// backlog of the job.
 	CountDue(ctx context.Context, asOf time.Time) (int, error)
 	// CountPoison counts the Active purchases the job knows as poison
-	// (failed before, retried only in a batch's retry slot).
+	// (failed before, retried only in the room a batch leaves).
 	CountPoison(ctx context.Context) (int, error)
 }
 
@@ -97,8 +97,8 @@ type ExpireBatch struct {
 type ExpireBatchResult struct {
 	// Selected is how many purchases the batch locked, Retried included.
 	Selected int
-	// Retried is how many of them were known poison, taken in the retry
-	// slot beyond the batch's limit.
+	// Retried is how many of them were known poison, taken in the room
+	// the due purchases left under the batch's limit.
 	Retried int
 	// Expired are the purchases whose transition and event committed, in
 	// selection order.
