@@ -62,6 +62,13 @@ func TestExpireFaultClassByRealStatement(t *testing.T) {
 			require.Zero(t, poison, "nothing is remembered as poison for a fault of the database")
 			require.Empty(t, b.logs.Records(t, "item failed"))
 			require.Len(t, b.logs.Records(t, "cycle failed"), 1, "logged once")
+			errorLines := 0
+			for _, r := range b.logs.All(t) {
+				if r["level"] == "ERROR" {
+					errorLines++
+				}
+			}
+			require.Equal(t, 1, errorLines, "one ERROR line for the fault: %s", b.logs.String())
 			require.EqualValues(t, 1, b.metric(t, "promotion_expire_errors_total"), "counted once")
 			require.EqualValues(t, 0, b.metric(t, "promotion_expire_items_total", "outcome", "failed"))
 			require.Zero(t, b.metric(t, "promotion_expire_last_completed_timestamp_seconds"),
@@ -145,4 +152,34 @@ END $$`, y), fmt.Sprintf(`CREATE TRIGGER expire_test_bump AFTER UPDATE ON promot
 	require.Equal(t, 2, again.Expired, "y at its new version, and p")
 	require.EqualValues(t, 3, b.row(t, uuid.MustParse(y)).Version)
 	require.Len(t, b.expiredEvents(t)[uuid.MustParse(y)], 1)
+}
+
+// A row the version guard filtered out although its version had not moved
+// (a trigger returned NULL for it: the write was skipped, not raced) is the
+// row's own refusal: poison, not a lost race.
+func TestExpireRowSkippedByATriggerIsPoison(t *testing.T) {
+	t.Parallel()
+	b := newExpireBundle(t)
+	ids := b.insertDue(t, 5)
+	b.exec(t, fmt.Sprintf(`CREATE FUNCTION promotion.expire_test_skip() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.id = '%s' THEN
+		RETURN NULL;
+	END IF;
+	RETURN NEW;
+END $$`, ids[2]), `CREATE TRIGGER expire_test_skip BEFORE UPDATE ON promotion.promotion_purchases
+	FOR EACH ROW EXECUTE FUNCTION promotion.expire_test_skip()`)
+
+	res := b.run(t, 200, 1)
+
+	require.Equal(t, 4, res.Expired)
+	require.Equal(t, 1, res.Failed)
+	require.Zero(t, res.SkippedLocked)
+	require.Equal(t, purchaseRow{Status: "Active", Version: 1, UpdatedAt: b.row(t, ids[2]).UpdatedAt}, b.row(t, ids[2]))
+	failed := b.logs.Records(t, "item failed")
+	require.Len(t, failed, 1)
+	require.Equal(t, ids[2].String(), failed[0]["purchase_id"])
+	require.Contains(t, failed[0]["error"], "skipped its row")
+	require.NotContains(t, b.expiredEvents(t), ids[2])
+	require.Equal(t, 1, promotiontest.Count(t, b.db, `SELECT count(*) FROM promotion.expire_poison`))
 }

@@ -205,6 +205,28 @@ func TestExpireCycleExcludesFailedItems(t *testing.T) {
 	require.Equal(t, []uuid.UUID{poison}, store.batches[1].Exclude)
 }
 
+// A purchase that lost a version race (Superseded) is counted with the
+// skipped ones, not as an error or a failed item, and is excluded from the
+// cycle's later batches.
+func TestExpireCycleCountsSupersededWithSkipped(t *testing.T) {
+	t.Parallel()
+	lost := uuid.New()
+	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
+		func(_ context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+			return app.ExpireBatchResult{Selected: b.Limit, Superseded: []app.SupersededExpiry{{PurchaseID: lost, Status: domain.StatusCancelled, Version: 2}}}, nil
+		},
+		partial(0),
+	}}
+	h, reg := newCycle(t, store)
+	res, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}.WithDefaults())
+	require.NoError(t, err)
+	require.Equal(t, 1, res.SkippedLocked)
+	require.Zero(t, res.Failed)
+	require.Equal(t, []uuid.UUID{lost}, store.batches[1].Exclude)
+	require.Equal(t, 0.0, counter(t, reg, "promotion_expire_errors_total"))
+	require.Equal(t, 1.0, counter(t, reg, "promotion_expire_skip_locked_total"))
+}
+
 // counter returns the value of an unlabelled counter in reg.
 func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
 	tb.Helper()
