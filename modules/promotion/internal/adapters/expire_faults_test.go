@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
@@ -182,4 +184,28 @@ END $$`, ids[2]), `CREATE TRIGGER expire_test_skip BEFORE UPDATE ON promotion.pr
 	require.Contains(t, failed[0]["error"], "skipped its row")
 	require.NotContains(t, b.expiredEvents(t), ids[2])
 	require.Equal(t, 1, promotiontest.Count(t, b.db, `SELECT count(*) FROM promotion.expire_poison`))
+}
+
+// A poison item whose error echoes bytes a text column cannot hold (NUL,
+// invalid UTF-8) is still remembered: storing its last error must not
+// become a fault of the whole batch (22021), cycle after cycle.
+func TestExpirePoisonWithUnstorableErrorTextIsRemembered(t *testing.T) {
+	t.Parallel()
+	b := newExpireBundle(t)
+	ids := b.insertDue(t, 2)
+	asOf := time.Now().UTC().Truncate(time.Microsecond)
+
+	res, err := b.store.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error {
+		if p.ID() == ids[0] {
+			return errors.New("refused: \x00 and \xff")
+		}
+		return p.Expire(asOf)
+	}})
+
+	require.NoError(t, err)
+	require.Len(t, res.Expired, 1)
+	require.Len(t, res.Failed, 1)
+	var lastError string
+	require.NoError(t, b.db.SQL.QueryRowContext(b.ctx, `SELECT last_error FROM promotion.expire_poison WHERE purchase_id = $1`, ids[0]).Scan(&lastError))
+	require.Equal(t, "expire: refused:  and \uFFFD", lastError)
 }

@@ -296,7 +296,9 @@ func rememberPoison(ctx context.Context, tx postgres.Tx, asOf time.Time, failed 
 	}
 	ids, msgs := make([]uuid.UUID, len(failed)), make([]string, len(failed))
 	for i, f := range failed {
-		ids[i], msgs[i] = f.PurchaseID, f.Err.Error()
+		// A text column holds no NUL and no invalid UTF-8: an error echoing
+		// such bytes must not turn into a fault of the whole batch.
+		ids[i], msgs[i] = f.PurchaseID, strings.ToValidUTF8(strings.ReplaceAll(f.Err.Error(), "\x00", ""), "\uFFFD")
 	}
 	_, err := tx.Exec.ExecContext(ctx, `INSERT INTO `+expirePoisonTable+` AS x
 	(purchase_id, failures, last_error, first_failed_at, last_attempt_at)
