@@ -79,12 +79,7 @@ func (s *server) packageID(t *testing.T, tok, code string) string {
 func TestDevBoostFollowsPurchaseCancelAndExpiry(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
-	s := startServer(t, []string{
-		"PIN_DATABASE_URL=" + db.URL,
-		"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
-		"PIN_DEV_KAFKA_ADDR=" + testbed.FreeAddr(t),
-		"PIN_AUTH_JWT_SECRET=" + jwtSecret,
-	}, "dev")
+	s := startDev(t, db)
 	tok := token(t, uuid.New())
 	pkg := s.packageID(t, tok, "project-boost-week")
 	project := uuid.NewString()

@@ -52,7 +52,8 @@ func expirePromotions(ctx context.Context, args, environ []string, stdout, stder
 		return err
 	}
 	// The cycle runs to its end even on SIGTERM: the batch in flight commits
-	// or rolls back whole, never half (the cycle's own budget bounds it).
+	// or rolls back whole, never half; only the end of the process (SIGKILL)
+	// cuts it, and PostgreSQL then rolls it back.
 	result, err := module.ExpireOnce(context.WithoutCancel(ctx), size)
 	if err != nil {
 		return fmt.Errorf("expire-promotions: %w", err)

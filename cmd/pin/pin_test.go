@@ -464,25 +464,8 @@ func TestExpireOnceByThreeProcessesAtOnce(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
 	env := []string{"PIN_DATABASE_URL=" + db.URL}
-	s := startServer(t, append([]string{
-		"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
-		"PIN_DEV_KAFKA_ADDR=" + testbed.FreeAddr(t),
-		"PIN_AUTH_JWT_SECRET=" + jwtSecret,
-	}, env...), "dev")
-	tok := token(t, uuid.New())
-	_, pkgs := s.do(t, http.MethodGet, "/api/developers/v1/promotion-packages", tok, nil)
-	packageID := pkgs["items"].([]any)[0].(map[string]any)["id"].(string)
-	kind := map[string]string{"ProjectBoost": "Project", "PropertyObjectBoost": "PropertyObject", "PostBoost": "Post"}[pkgs["items"].([]any)[0].(map[string]any)["kind"].(string)]
 	const purchases = 150
-	for range purchases {
-		code, body := s.do(t, http.MethodPost, "/api/developers/v1/promotions", tok, map[string]any{
-			"packageId": packageID,
-			"targets":   []map[string]any{{"targetKind": kind, "targetId": uuid.NewString()}},
-		})
-		require.Equal(t, http.StatusCreated, code, "%v", body)
-	}
-	code, _ := s.stop(t)
-	require.Equal(t, 0, code)
+	purchasesThroughAPI(t, db, purchases)
 
 	_, err := db.SQL.Exec(`UPDATE promotion.promotion_purchases
 		SET starts_at = starts_at - interval '30 days', ends_at = ends_at - interval '30 days'`)

@@ -55,9 +55,9 @@ func newExpireJob(d Deps, events adapters.Publications) (*expireJob, error) {
 // alongside `pin serve`: the row locks give each purchase to one of them.
 //
 // Poison items are not errors (they are counted in Failed); an
-// infrastructure error is returned, with the batch rolled back. The cycle
-// is bounded by the configured cycle budget; cancelling ctx does not cut a
-// batch in half.
+// infrastructure error is returned, with the batch rolled back and nothing
+// remembered as poison. Neither the cycle budget nor cancelling ctx cuts
+// the batch in half.
 func (m *Module) ExpireOnce(ctx context.Context, batchSize int) (ExpireCycleResult, error) {
 	settings := m.expire.settings
 	settings.MaxBatchesPerCycle = 1

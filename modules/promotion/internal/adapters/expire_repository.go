@@ -58,8 +58,9 @@ type expiryCandidate struct {
 // write, and the rows stay locked until the commit, so no cancellation can
 // slip between a transition and its event. A batch is five round trips:
 // BEGIN, SET LOCAL, one selection, one write (transitions, events, poison
-// forgotten), COMMIT. When a row refuses the set-based write, the batch is rolled back
-// and done again with a savepoint per row, so only that row is set aside.
+// forgotten), COMMIT. When the set-based write fails for a row's data
+// (faultOf), the batch is rolled back and done again with a savepoint per
+// row, so only that row is set aside; any other error rolls it back whole.
 func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
 	if b.Limit <= 0 || b.Expire == nil {
 		return app.ExpireBatchResult{}, errors.New("expire batch: a positive limit and an Expire func are required")
@@ -98,15 +99,17 @@ func (r *ExpireRepository) expireBatch(ctx context.Context, b app.ExpireBatch, r
 		if len(sel.rows) == 0 {
 			return nil
 		}
-		candidates, failed := prepareExpiries(ctx, r.events, sel.rows, sel.targets, b)
-		res.Failed = append(res.Failed, failed...)
+		candidates, unprepared := prepareExpiries(ctx, r.events, sel.rows, sel.targets, b)
+		res.Failed = append(res.Failed, unprepared...)
 
 		var written []expiryCandidate
+		var unwritten []transition
+		var failed []app.FailedExpiry
 		if rowByRow {
-			written, failed, err = r.writeRowByRow(ctx, tx, candidates)
+			written, unwritten, failed, err = r.writeRowByRow(ctx, tx, candidates)
 		} else {
-			written, failed, err = r.writeSet(ctx, tx, candidates, sel.retried > 0)
-			if isRowError(err) {
+			written, unwritten, err = r.writeSet(ctx, tx, candidates, sel.retried > 0)
+			if err != nil && faultOf(err) == rowFault {
 				return fmt.Errorf("%w: %w", errSetRefused, err)
 			}
 		}
@@ -114,6 +117,12 @@ func (r *ExpireRepository) expireBatch(ctx context.Context, b app.ExpireBatch, r
 			return err
 		}
 		res.Failed = append(res.Failed, failed...)
+		superseded, refused, err := rereadUnwritten(ctx, tx, unwritten)
+		if err != nil {
+			return err
+		}
+		res.Superseded = superseded
+		res.Failed = append(res.Failed, refused...)
 		if err := rememberPoison(ctx, tx, b.AsOf, res.Failed); err != nil {
 			return err
 		}
@@ -129,12 +138,14 @@ func (r *ExpireRepository) expireBatch(ctx context.Context, b app.ExpireBatch, r
 }
 
 // knownPoison is true of a purchase the job has failed to expire before
-// (promotion.expire_poison); such a purchase is left to the retry slot.
+// (promotion.expire_poison); such a purchase is retried only in the room
+// a batch's due purchases leave.
 const knownPoison = `EXISTS (SELECT 1 FROM ` + expirePoisonTable + ` AS x WHERE x.purchase_id = ` + purchasesTable + `.id)`
 
-// PoisonRetrySlots is how many known poison purchases a batch retries
-// beyond its limit (a tenth, at least one): outside the limit, so poison
-// never takes a healthy purchase's slot.
+// PoisonRetrySlots is how many known poison purchases a batch retries at
+// most (a tenth, at least one), and only in the room its due purchases
+// leave: the limit bounds the batch, and poison never takes a healthy
+// purchase's slot.
 func PoisonRetrySlots(limit int) int { return max(limit/10, 1) }
 
 // purchaseColumns are the columns of purchaseModel in the order
@@ -164,11 +175,12 @@ func columnList(prefix string, cols []string) string {
 }
 
 // selectBatchQuery selects a batch in one round trip ($1 AsOf, $2 Exclude,
-// $3 Limit, $4 the retry slots):
+// $3 Limit, $4 the most poison retries, PoisonRetrySlots):
 //   - due: Active, due, not known poison, oldest first, FOR UPDATE SKIP
 //     LOCKED; WHERE and ORDER BY match the partial index
 //     promotion_purchases_expiry_idx, so terminal rows cost nothing;
-//   - retry: known poison, least recently tried first, beyond the limit;
+//   - retry: known poison, least recently tried first, at most $4 and only
+//     in the room the due rows leave under the limit;
 //   - each row's targets as "kind id,kind id" in position order;
 //   - skipped: due rows another transaction holds. SKIP LOCKED does not say,
 //     so a plain read (it does not wait for locks) counts the window the
@@ -182,7 +194,7 @@ var selectBatchQuery = `WITH due AS (
 	SELECT ` + columnList("p.", purchaseColumns) + `, x.last_attempt_at AS sort_at
 	FROM ` + purchasesTable + ` AS p JOIN ` + expirePoisonTable + ` AS x ON x.purchase_id = p.id
 	WHERE p.status = 'Active' AND p.ends_at <= $1 AND p.id <> ALL($2::uuid[])
-	ORDER BY x.last_attempt_at, x.purchase_id LIMIT $4
+	ORDER BY x.last_attempt_at, x.purchase_id LIMIT least($4, $3 - (SELECT count(*) FROM due))
 	FOR UPDATE OF p SKIP LOCKED
 ), picked AS (
 	SELECT 0 AS slot, ends_at AS sort_at, ` + columnList("", purchaseColumns) + ` FROM due
@@ -284,7 +296,9 @@ func rememberPoison(ctx context.Context, tx postgres.Tx, asOf time.Time, failed 
 	}
 	ids, msgs := make([]uuid.UUID, len(failed)), make([]string, len(failed))
 	for i, f := range failed {
-		ids[i], msgs[i] = f.PurchaseID, f.Err.Error()
+		// A text column holds no NUL and no invalid UTF-8: an error echoing
+		// such bytes must not turn into a fault of the whole batch.
+		ids[i], msgs[i] = f.PurchaseID, strings.ToValidUTF8(strings.ReplaceAll(f.Err.Error(), "\x00", ""), "\uFFFD")
 	}
 	_, err := tx.Exec.ExecContext(ctx, `INSERT INTO `+expirePoisonTable+` AS x
 	(purchase_id, failures, last_error, first_failed_at, last_attempt_at)
@@ -371,10 +385,10 @@ func prepareExpiry(ctx context.Context, events Publications, m purchaseModel, ta
 // expired ones' poison records (when forgetPoison) in one statement: the
 // transition write (transitionWrite) with the outbox inserts and the
 // poison DELETE as CTEs over the rows it updated. A row its version guard
-// filters out gets no event and is reported as failed. The events are
+// filters out gets no event and is returned unwritten. The events are
 // inserted in no particular order: they are of distinct purchases, and the
 // relay keeps order only per key (sorting them cost 0.5 ms a batch).
-func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []expiryCandidate, forgetPoison bool) ([]expiryCandidate, []app.FailedExpiry, error) {
+func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []expiryCandidate, forgetPoison bool) ([]expiryCandidate, []transition, error) {
 	if len(cs) == 0 {
 		return nil, nil, nil
 	}
@@ -413,55 +427,95 @@ func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []ex
 	if err := prepared.done(err); err != nil {
 		return nil, nil, fmt.Errorf("write expired purchases: %w", err)
 	}
-	idx, failed := splitWritten(ts, updated)
+	idx, unwritten := splitWritten(ts, updated)
 	written := make([]expiryCandidate, len(idx))
 	for i, j := range idx {
 		written[i] = cs[j]
 	}
-	return written, failed, nil
+	return written, unwritten, nil
 }
 
-// writeRowByRow writes each candidate's transition under its own savepoint,
-// so a row that is refused (a constraint, a trigger) is set aside and the
-// others are kept, then forgets the poison records of those written and
-// publishes their events. An error that is not about a row aborts the batch.
-func (r *ExpireRepository) writeRowByRow(ctx context.Context, tx postgres.Tx, cs []expiryCandidate) (written []expiryCandidate, failed []app.FailedExpiry, err error) {
+// writeRowByRow writes each candidate's transition and events under its own
+// savepoint, so a row whose own statements fail for its data (faultOf) is
+// set aside and the others are kept, then forgets the poison records of
+// those written. Any other error aborts the batch.
+func (r *ExpireRepository) writeRowByRow(ctx context.Context, tx postgres.Tx, cs []expiryCandidate) (written []expiryCandidate, unwritten []transition, failed []app.FailedExpiry, err error) {
 	for _, c := range cs {
-		var w []int
-		var f []app.FailedExpiry
+		var stale []transition
 		rowErr := inSavepoint(ctx, tx, "expire_item", func() error {
 			var err error
-			w, f, err = writeTransitionSet(ctx, tx, []transition{c.transition})
-			return err
+			if _, stale, err = writeTransitionSet(ctx, tx, []transition{c.transition}); err != nil || len(stale) > 0 {
+				return err
+			}
+			return r.events.publish(ctx, tx, r.outbox, c.events)
 		})
 		switch {
+		case rowErr == nil && len(stale) > 0:
+			unwritten = append(unwritten, stale...)
 		case rowErr == nil:
-			if len(w) > 0 {
-				written = append(written, c)
-			}
-			failed = append(failed, f...)
-		case isRowError(rowErr):
+			written = append(written, c)
+		case faultOf(rowErr) == rowFault:
 			failed = append(failed, app.FailedExpiry{PurchaseID: c.purchase.ID(), Err: rowErr})
 		default:
-			return nil, nil, rowErr
+			return nil, nil, nil, rowErr
 		}
 	}
 	if len(written) == 0 {
-		return nil, failed, nil
+		return nil, unwritten, failed, nil
 	}
 	ids := make([]uuid.UUID, len(written))
-	events := make([][]*message.Message, len(written))
 	for i, c := range written {
-		ids[i], events[i] = c.purchase.ID(), c.events
+		ids[i] = c.purchase.ID()
 	}
 	if _, err := tx.Exec.ExecContext(ctx, `DELETE FROM `+expirePoisonTable+` WHERE purchase_id = ANY($1::uuid[])`,
 		uuidStrings(ids)); err != nil {
-		return nil, nil, fmt.Errorf("forget expired poison purchases: %w", err)
+		return nil, nil, nil, fmt.Errorf("forget expired poison purchases: %w", err)
 	}
-	if err := r.events.publish(ctx, tx, r.outbox, events...); err != nil {
-		return nil, nil, fmt.Errorf("publish expired events: %w", err)
+	return written, unwritten, failed, nil
+}
+
+// rereadUnwritten re-reads the rows the version guard filtered out. A row
+// whose version moved on (or that is gone) lost a race to another writer:
+// it is superseded, not poison, and the next selection sees its new state.
+// A row still at the version it was loaded at was not written for a reason
+// of its own (a trigger or rule skipped it) and is poison.
+func rereadUnwritten(ctx context.Context, tx postgres.Tx, ts []transition) ([]app.SupersededExpiry, []app.FailedExpiry, error) {
+	if len(ts) == 0 {
+		return nil, nil, nil
 	}
-	return written, failed, nil
+	ids := make([]uuid.UUID, len(ts))
+	for i, t := range ts {
+		ids[i] = t.purchase.ID()
+	}
+	rows, err := tx.Exec.QueryContext(ctx, `SELECT id, status, version FROM `+purchasesTable+` WHERE id = ANY($1::uuid[])`, uuidStrings(ids))
+	if err != nil {
+		return nil, nil, fmt.Errorf("re-read unwritten purchases: %w", err)
+	}
+	defer rows.Close()
+	current := make(map[uuid.UUID]app.SupersededExpiry, len(ts))
+	for rows.Next() {
+		var s app.SupersededExpiry
+		if err := rows.Scan(&s.PurchaseID, &s.Status, &s.Version); err != nil {
+			return nil, nil, fmt.Errorf("re-read unwritten purchases: %w", err)
+		}
+		current[s.PurchaseID] = s
+	}
+	if err := rows.Close(); err != nil {
+		return nil, nil, fmt.Errorf("re-read unwritten purchases: %w", err)
+	}
+	var superseded []app.SupersededExpiry
+	var refused []app.FailedExpiry
+	for _, t := range ts {
+		now, found := current[t.purchase.ID()]
+		if found && now.Version == t.previousVersion {
+			refused = append(refused, app.FailedExpiry{PurchaseID: t.purchase.ID(),
+				Err: fmt.Errorf("purchase %s at version %d was not updated: a trigger or rule skipped its row", t.purchase.ID(), t.previousVersion)})
+			continue
+		}
+		now.PurchaseID = t.purchase.ID()
+		superseded = append(superseded, now)
+	}
+	return superseded, refused, nil
 }
 
 // inSavepoint runs fn after SAVEPOINT name; on fn's error it rolls back to
@@ -485,19 +539,44 @@ func inSavepoint(ctx context.Context, tx postgres.Tx, name string, fn func() err
 	return nil
 }
 
-// isRowError reports whether err is PostgreSQL refusing a row's data (a
-// constraint, a trigger) rather than the infrastructure failing (SQLSTATE
-// classes 08, 25, 40, 53, 57, 58, XX, or the context).
-func isRowError(err error) bool {
+// fault is whose fault an error of the expiry's write is: a row's (the
+// row is set aside as poison, the rest commits) or the batch's (the whole
+// batch rolls back, nothing is remembered, the cycle fails).
+type fault int
+
+const (
+	batchFault fault = iota
+	rowFault
+)
+
+// faultBySQLStateClass is the one table that says whose fault a PostgreSQL
+// error is, by SQLSTATE class (its first two characters), when that row's
+// own statement raised it. Only the row's data can be its fault; a class
+// not listed is the batch's (docs/expire-promotions-job.md#whose-fault).
+var faultBySQLStateClass = map[string]fault{
+	"22": rowFault,   // data exception: a value of the row
+	"23": rowFault,   // integrity constraint violation: the row breaks a constraint
+	"08": batchFault, // connection exception
+	"25": batchFault, // invalid transaction state
+	"40": batchFault, // transaction rollback: serialization failure, deadlock
+	"42": batchFault, // access rule violation: 42501 privilege, 42P01 missing table
+	"53": batchFault, // insufficient resources
+	"55": batchFault, // object not in prerequisite state: 55P03 lock not available
+	"57": batchFault, // operator intervention: 57014 statement timeout, shutdown
+	"58": batchFault, // system error
+	"P0": batchFault, // a PL/pgSQL RAISE without a data class: a trigger's verdict, not the data's
+	"XX": batchFault, // internal error
+}
+
+// faultOf classifies err, an error of one row's own statement, by
+// faultBySQLStateClass. An error that is not PostgreSQL's (the connection,
+// the context) is the batch's.
+func faultOf(err error) fault {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
-		return false
+	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return batchFault
 	}
-	switch pgErr.Code[:2] {
-	case "08", "40", "53", "57", "58", "XX", "25":
-		return false
-	}
-	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	return faultBySQLStateClass[pgErr.Code[:2]]
 }
 
 // uuidStrings turns ids into the text form a uuid[] parameter accepts.

@@ -275,7 +275,7 @@ func TestExpireRowErrorIsolatedBySavepoints(t *testing.T) {
 	b := newExpireBundle(t)
 	ids := b.insertDue(t, 5)
 	bad := ids[2]
-	b.failUpdatesOf(t, bad, "P0001")
+	b.failUpdatesOf(t, bad, "23514") // check_violation: the row's own data
 
 	res := b.run(t, 200, 1)
 
@@ -667,10 +667,12 @@ func TestExpirePurchaseColumnsMatchModel(t *testing.T) {
 
 // Poison never holds healthy purchases back: 25 purchases whose targets
 // were deleted fall due before 10 healthy ones, with batches of 10 and one
-// batch per cycle. Every healthy purchase is expired within ⌈25/10⌉+1 = 4
-// cycles; from then on the known poison takes only the retry slot, is still
-// logged and counted at every try, and what the job knows survives a new
-// process (a fresh repository and handler on the same database).
+// batch per cycle. No cycle takes more than the batch size, poison retries
+// included (issue 23). Every healthy purchase is expired within ⌈25/10⌉+1 =
+// 4 cycles; from then on the known poison is retried only in what a batch
+// leaves free, is still logged and counted at every try, and what the job
+// knows survives a new process (a fresh repository and handler on the same
+// database).
 func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	t.Parallel()
 	b := newExpireBundle(t)
@@ -685,15 +687,16 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 
 	cycles := (poisonN+batch-1)/batch + 1
 	failed := 0
-	for range cycles {
+	for i := range cycles {
 		res := b.run(t, batch, 1)
+		require.LessOrEqual(t, res.Expired+res.Failed, batch, "cycle %d: expired %d + failed %d", i+1, res.Expired, res.Failed)
 		failed += res.Failed
 	}
 	for _, id := range healthy {
 		require.Equal(t, "Expired", b.row(t, id).Status, "healthy purchase %s after %d cycles", id, cycles)
 	}
 	require.Len(t, b.expiredEvents(t), healthyN)
-	require.Equal(t, poisonN+cycles-1, failed, "every poison once, and one retry per cycle once some is known")
+	require.Greater(t, failed, poisonN, "every poison once, and retried once a batch has room")
 	require.Len(t, b.logs.Records(t, "item failed"), failed)
 	require.EqualValues(t, failed, b.metric(t, "promotion_expire_items_total", "outcome", "failed"))
 	require.EqualValues(t, poisonN, b.metric(t, "promotion_expire_poison_purchases"))
@@ -701,10 +704,10 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	require.NoError(t, b.db.SQL.QueryRowContext(b.ctx,
 		`SELECT count(*), count(*) FILTER (WHERE failures = 2) FROM promotion.expire_poison`).Scan(&known, &retried))
 	require.Equal(t, poisonN, known)
-	require.Equal(t, cycles-1, retried, "the retry slot takes the least recently tried")
+	require.Equal(t, failed-poisonN, retried, "the retry slot takes the least recently tried")
 
 	// A new process: the known poison takes no slot from new healthy
-	// purchases, and one of them is retried.
+	// purchases, and with no room left none is retried.
 	fresh := b.insertDue(t, batch)
 	store, err := NewExpireRepository(b.db.Gorm, b.publisher)
 	require.NoError(t, err)
@@ -713,7 +716,7 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	res, err := cycle.Handle(b.ctx, app.ExpireSettings{BatchSize: batch, MaxBatchesPerCycle: 1}.WithDefaults())
 	require.NoError(t, err)
 	require.Equal(t, batch, res.Expired)
-	require.Equal(t, 1, res.Failed)
+	require.Zero(t, res.Failed, "a full batch leaves no room for a retry")
 	for _, id := range fresh {
 		require.Equal(t, "Expired", b.row(t, id).Status)
 	}

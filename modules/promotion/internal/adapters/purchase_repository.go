@@ -367,11 +367,11 @@ func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, u
 // on since it was read, nothing is written and the error wraps
 // ErrVersionConflict (an apperror conflict).
 func (r *PurchaseRepository) saveTransition(ctx context.Context, tx postgres.Tx, p *domain.Purchase, previousVersion int64) error {
-	_, failed, err := writeTransitionSet(ctx, tx, []transition{{purchase: p, previousVersion: previousVersion}})
+	_, unwritten, err := writeTransitionSet(ctx, tx, []transition{{purchase: p, previousVersion: previousVersion}})
 	if err != nil {
 		return fmt.Errorf("update purchase %s: %w", p.ID(), err)
 	}
-	if len(failed) > 0 {
+	if len(unwritten) > 0 {
 		return &apperror.Error{Kind: apperror.KindConflict, Slug: "purchase-version-conflict",
 			Detail: fmt.Sprintf("Purchase %s was changed concurrently; reload it and try again.", p.ID()),
 			Err:    ErrVersionConflict}

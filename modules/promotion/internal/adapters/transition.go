@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/platform/postgres"
 )
@@ -109,29 +108,29 @@ RETURNING p.id`, args
 }
 
 // writeTransitionSet runs transitionWrite for ts and splits them into the
-// rows it updated (their indexes) and those whose version had moved on.
-func writeTransitionSet(ctx context.Context, tx postgres.Tx, ts []transition) ([]int, []app.FailedExpiry, error) {
+// rows it updated (their indexes) and those it did not: their version had
+// moved on, or so the guard says (ErrVersionConflict).
+func writeTransitionSet(ctx context.Context, tx postgres.Tx, ts []transition) ([]int, []transition, error) {
 	query, args := transitionWrite(ts)
 	updated, err := queryIDs(ctx, tx, query, args)
 	if err != nil {
 		return nil, nil, fmt.Errorf("update purchases: %w", err)
 	}
-	written, failed := splitWritten(ts, updated)
-	return written, failed, nil
+	written, unwritten := splitWritten(ts, updated)
+	return written, unwritten, nil
 }
 
 // splitWritten tells the transitions written (updated holds their ids) from
-// those whose version had moved on (ErrVersionConflict).
-func splitWritten(ts []transition, updated map[uuid.UUID]bool) (written []int, failed []app.FailedExpiry) {
+// those the version guard filtered out.
+func splitWritten(ts []transition, updated map[uuid.UUID]bool) (written []int, unwritten []transition) {
 	for i, t := range ts {
 		if updated[t.purchase.ID()] {
 			written = append(written, i)
 			continue
 		}
-		failed = append(failed, app.FailedExpiry{PurchaseID: t.purchase.ID(),
-			Err: fmt.Errorf("purchase %s is no longer at version %d: %w", t.purchase.ID(), t.previousVersion, ErrVersionConflict)})
+		unwritten = append(unwritten, t)
 	}
-	return written, failed
+	return written, unwritten
 }
 
 // queryIDs runs a statement that returns ids and collects them.

@@ -28,8 +28,8 @@ type ExpireSettings struct {
 	// the budget allows. A further batch is taken only while the last one
 	// was full.
 	MaxBatchesPerCycle int
-	// CycleBudget bounds a cycle; a batch still running when it is spent
-	// is rolled back.
+	// CycleBudget bounds when a cycle may start a batch: once the budget
+	// is spent no new batch starts, but the batch in flight still commits.
 	CycleBudget time.Duration
 }
 
@@ -62,15 +62,17 @@ type ExpireStore interface {
 	// ties by id), skipping rows another transaction holds, lets b.Expire
 	// make each transition, and stores the transitions together with their
 	// events. A purchase that cannot be expired, whose event cannot be built
-	// or whose row cannot be written is left out (Failed) and stays Active;
-	// the rest commits. Any other error rolls the whole batch back and is
+	// or whose row's own data is refused (SQLSTATE class 22 or 23) is left
+	// out (Failed) and stays Active; one another writer changed since it was
+	// selected is left out too (Superseded); the rest commits. Any other
+	// error, a fault of the database, rolls the whole batch back and is
 	// returned; the locks are released either way.
 	ExpireBatch(ctx context.Context, b ExpireBatch) (ExpireBatchResult, error)
 	// CountDue counts the Active purchases with EndsAt <= asOf: the
 	// backlog of the job.
 	CountDue(ctx context.Context, asOf time.Time) (int, error)
 	// CountPoison counts the Active purchases the job knows as poison
-	// (failed before, retried only in a batch's retry slot).
+	// (failed before, retried only in the room a batch leaves).
 	CountPoison(ctx context.Context) (int, error)
 }
 
@@ -95,17 +97,29 @@ type ExpireBatch struct {
 type ExpireBatchResult struct {
 	// Selected is how many purchases the batch locked, Retried included.
 	Selected int
-	// Retried is how many of them were known poison, taken in the retry
-	// slot beyond the batch's limit.
+	// Retried is how many of them were known poison, taken in the room
+	// the due purchases left under the batch's limit.
 	Retried int
 	// Expired are the purchases whose transition and event committed, in
 	// selection order.
 	Expired []*domain.Purchase
 	// Failed are the poison items: left out of the batch, still Active.
 	Failed []FailedExpiry
+	// Superseded are the purchases whose row another writer changed between
+	// the selection and the write (a lost version race), as re-read: not
+	// poison, dropped from the batch, and counted with the skipped ones.
+	Superseded []SupersededExpiry
 	// SkippedLocked is how many due purchases the selection passed over
 	// because another transaction held their rows.
 	SkippedLocked int
+}
+
+// SupersededExpiry is a purchase whose expiry lost a version race, with its
+// row as re-read after the loss.
+type SupersededExpiry struct {
+	PurchaseID uuid.UUID
+	Status     domain.Status // empty when the row is gone
+	Version    int64
 }
 
 // FailedExpiry is a purchase that a batch could not expire.
@@ -189,11 +203,12 @@ func NewExpirePromotionsHandler(cfg ExpireDeps) (*ExpirePromotionsHandler, error
 // stored); the cycle's run id goes on the context, so it is in every log
 // line (run_id), on the cycle span and in every event (correlation id).
 //
-// Batches run under context.WithoutCancel(ctx) bounded by the budget: when
-// ctx is cancelled (the runner stops), the batch in flight still commits or
-// rolls back whole, and no further batch starts. Poison items are not
-// errors; an infrastructure error is returned together with the counts of
-// the batches that committed before it.
+// Batches run under context.WithoutCancel(ctx): neither the budget nor a
+// stop (ctx cancelled) cuts the batch in flight; it commits or rolls back
+// whole, and then no further batch starts. Only the end of the process (a
+// stop's deadline) can roll it back. Poison items are not errors; an
+// infrastructure error is returned together with the counts of the batches
+// that committed before it.
 func (h *ExpirePromotionsHandler) Handle(ctx context.Context, settings ExpireSettings) (ExpireCycleResult, error) {
 	started := time.Now()
 	if settings.BatchSize <= 0 || settings.CycleBudget <= 0 {
@@ -214,11 +229,9 @@ func (h *ExpirePromotionsHandler) Handle(ctx context.Context, settings ExpireSet
 	defer span.End()
 	h.logger.InfoContext(ctx, "cycle started", "as_of", res.AsOf, "batch_size", settings.BatchSize)
 
-	// The work is not cancelled with ctx: a batch is finished whole.
-	work, cancel := context.WithDeadline(context.WithoutCancel(ctx), started.Add(settings.CycleBudget))
-	defer cancel()
-
-	err = h.runBatches(ctx, work, settings, &res)
+	// The work is not cancelled with ctx, nor by the budget: a batch is
+	// finished whole.
+	err = h.runBatches(ctx, context.WithoutCancel(ctx), started.Add(settings.CycleBudget), settings, &res)
 	res.Duration = time.Since(started)
 
 	span.SetAttributes(
@@ -243,14 +256,14 @@ func (h *ExpirePromotionsHandler) Handle(ctx context.Context, settings ExpireSet
 }
 
 // runBatches takes batches while the last one was full, the batch limit
-// and the budget allow, and nobody asked to stop. It stops at the first
-// infrastructure error: that batch is rolled back, and the next cycle
-// retries it.
-func (h *ExpirePromotionsHandler) runBatches(ctx, work context.Context, settings ExpireSettings, res *ExpireCycleResult) error {
+// and the budget (spent at budgetEnd) allow, and nobody asked to stop. It
+// stops at the first infrastructure error: that batch is rolled back, and
+// the next cycle retries it.
+func (h *ExpirePromotionsHandler) runBatches(ctx, work context.Context, budgetEnd time.Time, settings ExpireSettings, res *ExpireCycleResult) error {
 	var exclude []uuid.UUID
 	var last time.Duration
 	for {
-		if res.Batches > 0 && !h.mayTakeAnother(ctx, work, settings, res.Batches, last) {
+		if res.Batches > 0 && !h.mayTakeAnother(ctx, budgetEnd, settings, res.Batches, last) {
 			return nil
 		}
 		batchStarted := time.Now()
@@ -262,9 +275,12 @@ func (h *ExpirePromotionsHandler) runBatches(ctx, work context.Context, settings
 		res.Batches++
 		res.Expired += len(b.Expired)
 		res.Failed += len(b.Failed)
-		res.SkippedLocked += b.SkippedLocked
+		res.SkippedLocked += b.SkippedLocked + len(b.Superseded)
 		for _, f := range b.Failed {
 			exclude = append(exclude, f.PurchaseID)
+		}
+		for _, s := range b.Superseded {
+			exclude = append(exclude, s.PurchaseID)
 		}
 		if b.Selected-b.Retried < settings.BatchSize {
 			return nil // the due purchases that are free to take are all done
@@ -273,18 +289,16 @@ func (h *ExpirePromotionsHandler) runBatches(ctx, work context.Context, settings
 }
 
 // mayTakeAnother decides whether a full batch is followed by another in the
-// same cycle. A batch is started only when the budget left is at least
-// twice what the last batch took, so a batch is rarely cut off (and rolled
-// back) by the budget.
-func (h *ExpirePromotionsHandler) mayTakeAnother(ctx, work context.Context, settings ExpireSettings, done int, last time.Duration) bool {
+// same cycle. A batch is started only when the budget left is at least what
+// the last batch took, so the cycle is expected to end within its budget.
+func (h *ExpirePromotionsHandler) mayTakeAnother(ctx context.Context, budgetEnd time.Time, settings ExpireSettings, done int, last time.Duration) bool {
 	if settings.MaxBatchesPerCycle > 0 && done >= settings.MaxBatchesPerCycle {
 		return false
 	}
 	if ctx.Err() != nil {
 		return false // stopping: the runner waits for this cycle only
 	}
-	deadline, _ := work.Deadline()
-	return time.Until(deadline) >= 2*last
+	return time.Until(budgetEnd) >= last
 }
 
 // runBatch runs one batch and reports it: logs, metrics and a span, under
@@ -329,6 +343,10 @@ func (h *ExpirePromotionsHandler) runBatch(ctx context.Context, settings ExpireS
 		))
 		h.logger.ErrorContext(ctx, "item failed", "purchase_id", f.PurchaseID, "error", f.Err)
 	}
+	for _, s := range b.Superseded {
+		h.logger.DebugContext(ctx, "item dropped: changed by another writer",
+			"purchase_id", s.PurchaseID, "status", string(s.Status), "version", s.Version)
+	}
 	tenantIDs := make([]string, 0, len(tenants))
 	for id := range tenants {
 		tenantIDs = append(tenantIDs, id)
@@ -340,6 +358,6 @@ func (h *ExpirePromotionsHandler) runBatch(ctx context.Context, settings ExpireS
 		attribute.Int("pin.expire.skipped_locked", b.SkippedLocked),
 		attribute.StringSlice("pin.tenant_ids", tenantIDs),
 	)
-	h.metrics.batchDone(len(b.Expired), len(b.Failed), b.SkippedLocked)
+	h.metrics.batchDone(len(b.Expired), len(b.Failed), b.SkippedLocked+len(b.Superseded))
 	return b, nil
 }

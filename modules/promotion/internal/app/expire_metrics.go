@@ -72,7 +72,7 @@ func NewExpireMetrics(reg prometheus.Registerer) (*ExpireMetrics, error) {
 		backlog: prometheus.NewDesc("promotion_expire_backlog",
 			"Active purchases whose EndsAt has passed and that are not expired yet, counted at scrape time.", nil, nil),
 		poison: prometheus.NewDesc("promotion_expire_poison_purchases",
-			"Active purchases the expiry job failed to expire and retries only in a batch's retry slot (promotion.expire_poison), counted at scrape time.", nil, nil),
+			"Active purchases the expiry job failed to expire and retries only in the room a batch leaves (promotion.expire_poison), counted at scrape time.", nil, nil),
 		errors: m.errors,
 	}
 	m.items.WithLabelValues(ExpireOutcomeExpired)
