@@ -60,7 +60,7 @@ func expireOnce(t *testing.T, db *testbed.Database, batchSize string) (int, stri
 }
 
 // TestExpireOnceDatabaseFaultAndPoisonAtTheHead runs the built binary on
-// the two faults of issue 23. A database fault (a trigger refusing the
+// the two faults the job must tell apart. A database fault (a trigger refusing the
 // UPDATE of 30 due purchases with SQLSTATE 42501) is an infrastructure
 // error: exit non-zero, nothing expired, nothing remembered as poison; once
 // the trigger is dropped, one cycle of batch 100 expires all 30. Then 25

@@ -110,8 +110,7 @@ var httpPIN = regexp.MustCompile(`\$\{?PIN\}?/|\bPIN=https?:|address in ` + "`PI
 // pinAsAddress lists the documents whose commands still use PIN as the
 // instance's address; their owners rename it to BASE.
 var pinAsAddress = map[string]bool{
-	"docs/runbooks/expire-promotions.md": true,
-	"docs/runbooks/outbox-backlog.md":    true,
+	"docs/runbooks/outbox-backlog.md": true,
 }
 
 // TestPINNamesOnlyTheBinary reads the README and every document under

@@ -16,7 +16,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
-// A fault of the database is the batch's, never a row's (issue 23): a
+// A fault of the database is the batch's, never a row's: a
 // trigger raises each SQLSTATE on the UPDATE of one of five due purchases.
 // Only a data exception (22) or an integrity constraint violation (23) of
 // that row's own statement makes it poison; any other class rolls the whole
@@ -102,7 +102,7 @@ func TestExpireFaultClassTable(t *testing.T) {
 	require.Equal(t, batchFault, faultOf(context.DeadlineExceeded))
 }
 
-// A lost version race is not poison (issue 23): the expiry whose version
+// A lost version race is not poison: the expiry whose version
 // guard finds the row moved on re-reads it and drops it quietly (a debug
 // line, counted with the skipped ones), and the next cycle takes it at its
 // new version. Here a trigger moves purchase y's version on from inside the

@@ -668,7 +668,7 @@ func TestExpirePurchaseColumnsMatchModel(t *testing.T) {
 // Poison never holds healthy purchases back: 25 purchases whose targets
 // were deleted fall due before 10 healthy ones, with batches of 10 and one
 // batch per cycle. No cycle takes more than the batch size, poison retries
-// included (issue 23). Every healthy purchase is expired within ⌈25/10⌉+1 =
+// included. Every healthy purchase is expired within ⌈25/10⌉+1 =
 // 4 cycles; from then on the known poison is retried only in what a batch
 // leaves free, is still logged and counted at every try, and what the job
 // knows survives a new process (a fresh repository and handler on the same

@@ -252,7 +252,7 @@ func TestExpireCycleRefusesSettingsWithoutDefaults(t *testing.T) {
 	require.ErrorContains(t, err, "must be positive")
 }
 
-// The budget stops new batches; it does not kill one (issue 23): a batch
+// The budget stops new batches; it does not kill one: a batch
 // that takes twice the budget runs to its end with a live context, its
 // counts are the cycle's, and no further batch starts. On synctest's clock
 // the batch's 2 s pass exactly, past the 1 s budget.

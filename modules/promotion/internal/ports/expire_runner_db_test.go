@@ -151,7 +151,7 @@ func TestExpireRunnerStopCommitsBatchInFlight(t *testing.T) {
 	require.Contains(t, b.logs.String(), `"msg":"cycle completed"`)
 }
 
-// The budget stops new batches; it does not kill one (issue 23): the cycle
+// The budget stops new batches; it does not kill one: the cycle
 // budget runs out while the batch still waits, and then the runner is
 // stopped. The batch is not cut: once it can move it commits whole, and only
 // then does Run return.
