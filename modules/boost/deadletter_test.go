@@ -75,6 +75,13 @@ func TestRecordsPostgreSQLCannotStoreAsTextAreDeadLetteredOnEveryPartition(t *te
 	var minimal int64
 	require.NoError(t, b.db.Gorm.Raw(`SELECT count(*) FROM consumer.dead_letters WHERE refused_sqlstate IS NOT NULL`).Scan(&minimal).Error)
 	require.Zero(t, minimal, "every dead letter is whole")
+	var nulEscaped, amountQuoted int64
+	require.NoError(t, b.db.SQL.QueryRow(`
+		SELECT count(*) FILTER (WHERE headers->>'note' = 'a\x00b'),
+		       count(*) FILTER (WHERE position('amount: want a JSON number, got "\"\xff\xfe' IN error) > 0)
+		FROM consumer.dead_letters`).Scan(&nulEscaped, &amountQuoted))
+	require.Equal(t, [2]int64{testbed.KafkaPartitions, testbed.KafkaPartitions}, [2]int64{nulEscaped, amountQuoted},
+		"the readable headers and error escape what text cannot hold")
 	require.Equal(t, float64(len(poison)), b.counter(t, "pin_consumer_dead_letters_total"))
 	require.Zero(t, testbed.Metric(t, b.reg, "pin_consumer_skipped_total").GetCounter().GetValue())
 }
