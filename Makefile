@@ -37,12 +37,14 @@ bench: check-postgres ## run the benchmarks and write the raw figures to .bench/
 	./scripts/bench.sh
 
 # The fuzz targets, as package:Target: the event contract's decoder, the list
-# cursor, bearer tokens and request-body binding (docs/adr/0005-hostile-input.md).
+# cursor, bearer tokens, request-body binding (docs/adr/0005-hostile-input.md)
+# and any record's bytes through the consumer kit, on PostgreSQL (ADR 0006).
 FUZZTIME     ?= 10s
 FUZZ_TARGETS := ./modules/promotion/contract:FuzzDecode ./modules/promotion/internal/app:FuzzDecodeCursor \
-                ./platform/auth:FuzzAuthenticate ./platform/httpserver:FuzzDecodeJSON
+                ./platform/auth:FuzzAuthenticate ./platform/httpserver:FuzzDecodeJSON \
+                ./platform/consumer:FuzzAnyRecordIsAppliedOrDeadLetteredAndTheNextApplied
 
-fuzz: ## run each fuzz target for FUZZTIME (default 10s): contract decoder, list cursor, tokens, request binding
+fuzz: ## run each fuzz target for FUZZTIME (default 10s): contract decoder, list cursor, tokens, request binding, consumer records
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \
 	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \

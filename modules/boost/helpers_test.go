@@ -1,12 +1,14 @@
 package boost_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -217,4 +219,25 @@ func (b *bundle) logged(tb testing.TB, msg string, attrs map[string]string) bool
 		}
 	}
 	return false
+}
+
+// produceOnEveryPartition puts a copy of each of records on every partition
+// of the topic, whatever their keys hash to, and returns the copies.
+func (b *bundle) produceOnEveryPartition(tb testing.TB, records ...*kgo.Record) []*kgo.Record {
+	tb.Helper()
+	client, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.DefaultProduceTopic(contract.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(tb, err)
+	defer client.Close()
+	var copies []*kgo.Record
+	for p := range int32(testbed.KafkaPartitions) {
+		for _, r := range records {
+			c := &kgo.Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value), Headers: slices.Clone(r.Headers), Partition: p}
+			copies = append(copies, c)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(tb, client.ProduceSync(ctx, copies...).FirstErr())
+	return copies
 }

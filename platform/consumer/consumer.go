@@ -6,7 +6,12 @@
 //   - a version guard: the handler is told the last version applied for the
 //     aggregate, and an event whose version is not above it is skipped;
 //   - dead letters: a record that cannot be decoded, or whose handler keeps
-//     failing, is kept in consumer.dead_letters and the partition moves on;
+//     failing, is kept byte for byte in consumer.dead_letters and the
+//     partition moves on; whatever a record holds, its dead letter can be
+//     written (deadletter.go);
+//   - skips: a record the handler declines (ErrSkip, e.g. an event type it
+//     does not know) is counted and passed over, neither applied nor
+//     dead-lettered;
 //   - batches: the records a partition has already fetched are applied in
 //     one transaction;
 //   - offsets are marked only after the transaction committed, so a crash
@@ -20,6 +25,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,11 +40,25 @@ type Record struct {
 	Offset    int64
 	// Key is the record key.
 	Key []byte
-	// Headers are the record headers by name.
+	// Headers are the record headers by name (the last of a repeated name).
 	Headers map[string]string
+	// HeaderList is every header as it came, in order: what a dead letter
+	// keeps.
+	HeaderList []Header
 	// Value is the record value.
 	Value []byte
 }
+
+// Header is one record header, its bytes as they came (a nil Value is a
+// null one).
+type Header struct {
+	Key, Value []byte
+}
+
+// ErrSkip, wrapped by an error of Handler.Decode, marks a record that is not
+// for this consumer (an event type it does not know): it is counted and
+// logged as skipped, never applied, dead-lettered nor put in the inbox.
+var ErrSkip = errors.New("consumer: record skipped")
 
 // Event is a decoded record: what the kit needs to guard it, and the body
 // the handler applies.
@@ -67,7 +87,8 @@ type Guarded[B any] struct {
 // Handler is what a consuming module provides.
 type Handler[B any] interface {
 	// Decode turns a record into an event. An error means the record can
-	// never be applied: it is dead-lettered at once, without retries.
+	// never be applied: it is dead-lettered at once, without retries, unless
+	// it wraps ErrSkip, when the record is skipped.
 	Decode(r Record) (Event[B], error)
 	// Apply makes the effects of a transaction's events, in offset order,
 	// inside tx, the transaction that also records their inbox entries and

@@ -16,6 +16,7 @@ const (
 	duplicate
 	stale
 	deadLettered
+	skipped
 )
 
 // metrics are shared by every runner of one registry, labelled by consumer.
@@ -24,6 +25,7 @@ type metrics struct {
 	duplicates  *prometheus.CounterVec
 	stale       *prometheus.CounterVec
 	deadLetters *prometheus.CounterVec
+	skipped     *prometheus.CounterVec
 	retries     *prometheus.CounterVec
 	delay       *prometheus.HistogramVec
 	batch       *prometheus.HistogramVec
@@ -47,6 +49,7 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 		{&m.duplicates, "pin_consumer_duplicates_total", "Records skipped because their messageId was already in the consumer's inbox."},
 		{&m.stale, "pin_consumer_stale_total", "Events skipped because their version was not above the last one applied for the aggregate."},
 		{&m.deadLetters, "pin_consumer_dead_letters_total", "Records put in consumer.dead_letters: undecodable, or still failing after the retries."},
+		{&m.skipped, "pin_consumer_skipped_total", "Records a consumer's handler declined as not for it (an event type it does not know): neither applied nor dead-lettered."},
 		{&m.retries, "pin_consumer_retries_total", "Failed attempts to apply an event that were retried."},
 	} {
 		if *c.dst, err = counter(c.name, c.help); err != nil {
@@ -70,7 +73,7 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 		return nil, fmt.Errorf("consumer: register metrics: %w", err)
 	}
 	// Export every series from the start, so dashboards show 0, not no data.
-	for _, v := range []*prometheus.CounterVec{m.consumed, m.duplicates, m.stale, m.deadLetters, m.retries} {
+	for _, v := range []*prometheus.CounterVec{m.consumed, m.duplicates, m.stale, m.deadLetters, m.skipped, m.retries} {
 		v.WithLabelValues(consumer)
 	}
 	m.delay.WithLabelValues(consumer)

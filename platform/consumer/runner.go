@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -94,10 +93,11 @@ func NewRunner[B any](db *gorm.DB, cfg Config, handler Handler[B], logger *slog.
 func (r *Runner[B]) Name() string { return "consumer-" + r.cfg.Name }
 
 // Run consumes until ctx is cancelled. A record's offset is marked only
-// after its transaction committed or it was dead-lettered, and Sarama
-// commits only marked offsets; when even a dead letter fails, Run returns
-// the error and the record is delivered again after the host restarts the
-// runner.
+// after its transaction committed, or it was skipped or dead-lettered, and
+// Sarama commits only marked offsets. Only a fault of the database or the
+// broker makes Run return (a dead letter that cannot be written even in its
+// minimal form is one); the record is then delivered again after the host
+// restarts the runner.
 func (r *Runner[B]) Run(ctx context.Context) error {
 	group, err := sarama.NewConsumerGroup(r.cfg.Brokers, r.cfg.Name, r.cfg.Sarama)
 	if err != nil {
@@ -182,12 +182,12 @@ func (r *Runner[B]) processBatch(ctx context.Context, msgs []*sarama.ConsumerMes
 	events := make([]Event[B], 0, len(msgs))
 	for _, m := range msgs {
 		rec := toRecord(m)
-		e, err := r.handler.Decode(rec)
+		e, ok, err := r.decode(ctx, rec)
 		if err != nil {
-			if err := r.deadLetter(ctx, rec, err, 1); err != nil {
-				return err
-			}
-			continue
+			return err
+		}
+		if !ok {
+			continue // skipped or dead-lettered
 		}
 		recs, events = append(recs, rec), append(events, e)
 	}
@@ -339,27 +339,6 @@ func (r *Runner[B]) guard(tx *gorm.DB, events []Event[B]) (fresh map[string]bool
 	return fresh, last, nil
 }
 
-// deadLetter keeps the record whole in consumer.dead_letters; a record
-// re-delivered after a crash is kept once.
-func (r *Runner[B]) deadLetter(ctx context.Context, rec Record, cause error, attempts int) error {
-	headers, err := json.Marshal(rec.Headers)
-	if err != nil {
-		return fmt.Errorf("dead letter: %w", err)
-	}
-	err = r.db.WithContext(context.WithoutCancel(ctx)).Exec(`
-		INSERT INTO consumer.dead_letters (consumer, topic, kafka_partition, kafka_offset, record_key, headers, value, error, attempts)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT ON CONSTRAINT dead_letters_record_key DO NOTHING`,
-		r.cfg.Name, rec.Topic, rec.Partition, rec.Offset, rec.Key, string(headers), rec.Value, cause.Error(), attempts).Error
-	if err != nil {
-		return fmt.Errorf("dead letter of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-	}
-	r.logger.ErrorContext(ctx, "record dead-lettered", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset,
-		"key", string(rec.Key), "attempts", attempts, "error", cause)
-	r.count(ctx, deadLettered, Event[B]{})
-	return nil
-}
-
 func (r *Runner[B]) count(ctx context.Context, out outcome, e Event[B]) {
 	name := r.cfg.Name
 	r.metrics.consumed.WithLabelValues(name).Inc()
@@ -374,16 +353,20 @@ func (r *Runner[B]) count(ctx context.Context, out outcome, e Event[B]) {
 		r.logger.InfoContext(ctx, "stale event skipped", "message_id", e.MessageID, "aggregate_id", e.AggregateID, "version", e.Version)
 	case deadLettered:
 		r.metrics.deadLetters.WithLabelValues(name).Inc()
+	case skipped:
+		r.metrics.skipped.WithLabelValues(name).Inc()
 	}
 }
 
 // toRecord is the kit's view of a Sarama record.
 func toRecord(m *sarama.ConsumerMessage) Record {
 	headers := make(map[string]string, len(m.Headers))
+	list := make([]Header, 0, len(m.Headers))
 	for _, h := range m.Headers {
 		if h != nil {
 			headers[string(h.Key)] = string(h.Value)
+			list = append(list, Header{Key: h.Key, Value: h.Value})
 		}
 	}
-	return Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Headers: headers, Value: m.Value}
+	return Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Headers: headers, HeaderList: list, Value: m.Value}
 }

@@ -30,7 +30,7 @@ func NewAmount(d decimal.Decimal) Amount {
 func ParseAmount(s string) (Amount, error) {
 	d, err := decimal.NewFromString(s)
 	if err != nil {
-		return Amount{}, fmt.Errorf("contract.ParseAmount: %q: %w", s, err)
+		return Amount{}, fmt.Errorf("contract.ParseAmount: %q is not a decimal number", s)
 	}
 	return NewAmount(d), nil
 }
@@ -49,11 +49,13 @@ func (a Amount) MarshalJSON() ([]byte, error) {
 // string is refused: the contract's amount is a number.
 func (a *Amount) UnmarshalJSON(data []byte) error {
 	if len(data) == 0 || !(data[0] == '-' || (data[0] >= '0' && data[0] <= '9')) {
-		return fmt.Errorf("contract: amount: want a JSON number, got %.20s", data)
+		return fmt.Errorf("contract: amount: want a JSON number, got %.20q", data)
 	}
 	d, err := decimal.NewFromString(string(data))
 	if err != nil {
-		return fmt.Errorf("contract: amount: %w", err)
+		// decimal's error echoes the input unquoted: a consumer stores
+		// this error as text, which must not carry NUL or invalid UTF-8.
+		return fmt.Errorf("contract: amount: %.40q is not a decimal number", data)
 	}
 	a.Decimal = normaliseScale(d)
 	return nil

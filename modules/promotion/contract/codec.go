@@ -34,11 +34,12 @@ func Marshal(e Envelope) ([]byte, error) {
 
 // Decode reads a record value on the consumer side. It follows the
 // compatibility rules of the contract: an enum value it does not know is kept
-// as the string received and logged at warning level; a contractVersion, an
-// eventType or an aggregateType other than this contract's is logged at
-// warning level and decoding goes on; fields it does not know are ignored. A
-// missing or null required field, or a field of the wrong JSON type, is an
-// error. Decode does not re-check the producer's invariants (target count,
+// as the string received and logged at warning level; a contractVersion or an
+// aggregateType other than this contract's is logged at warning level and
+// decoding goes on; fields it does not know are ignored. An eventType other
+// than this contract's is an error wrapping ErrUnknownEventType, whatever the
+// rest holds: the event is not this contract's. A missing or null required
+// field, or a field of the wrong JSON type, is an error. Decode does not re-check the producer's invariants (target count,
 // nil ids and the like): call Validate for that. A nil logger means
 // slog.Default().
 func Decode(data []byte, logger *slog.Logger) (Envelope, error) {
@@ -47,7 +48,13 @@ func Decode(data []byte, logger *slog.Logger) (Envelope, error) {
 	}
 	var e Envelope
 	if err := json.Unmarshal(data, &e); err != nil {
+		if t, ok := eventTypeOf(data); ok && t != EventType {
+			return Envelope{}, unknownEventType(t)
+		}
 		return Envelope{}, fmt.Errorf("contract.Decode: %w", err)
+	}
+	if e.EventType != EventType {
+		return Envelope{}, unknownEventType(e.EventType)
 	}
 	warn := func(msg, field, value string) {
 		logger.Warn(msg,
@@ -58,9 +65,6 @@ func Decode(data []byte, logger *slog.Logger) (Envelope, error) {
 	}
 	if e.ContractVersion != ContractVersion {
 		warn("event of another contract version, decoding as version 1", "contractVersion", fmt.Sprint(e.ContractVersion))
-	}
-	if e.EventType != EventType {
-		warn("unexpected event type", "eventType", e.EventType)
 	}
 	if e.AggregateType != AggregateType {
 		warn("unexpected aggregate type", "aggregateType", e.AggregateType)
@@ -81,6 +85,22 @@ func Decode(data []byte, logger *slog.Logger) (Envelope, error) {
 		warn("unknown enum value kept as is", "payload.paymentStatus", string(p.PaymentStatus))
 	}
 	return e, nil
+}
+
+// eventTypeOf reads only the eventType of a value that is not this
+// contract's envelope; ok is false when it has none.
+func eventTypeOf(data []byte) (eventType string, ok bool) {
+	var head struct {
+		EventType *string `json:"eventType"`
+	}
+	if json.Unmarshal(data, &head) != nil || head.EventType == nil {
+		return "", false
+	}
+	return *head.EventType, true
+}
+
+func unknownEventType(eventType string) error {
+	return fmt.Errorf("contract.Decode: %w %q", ErrUnknownEventType, eventType)
 }
 
 // envelopeOut and purchaseChangedOut are the wire form written by

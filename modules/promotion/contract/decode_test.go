@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -107,6 +108,16 @@ func TestAmountJSON(t *testing.T) {
 	require.Equal(t, "0.00", string(b))
 	_, err = contract.ParseAmount("12,50")
 	require.Error(t, err)
+
+	// What an error echoes is quoted: a consumer stores the error as text.
+	for _, data := range []string{"\"\xff\xfe\x00\"", "1\xff\x00"} {
+		err := a.UnmarshalJSON([]byte(data))
+		require.Error(t, err)
+		require.True(t, utf8.ValidString(err.Error()) && !strings.ContainsRune(err.Error(), 0), "%q", err.Error())
+		require.Contains(t, err.Error(), `\xff`)
+	}
+	_, err = contract.ParseAmount("\xff\x00")
+	require.True(t, utf8.ValidString(err.Error()) && !strings.ContainsRune(err.Error(), 0), "%q", err.Error())
 }
 
 // TestTimesAreUTCMicroseconds checks that any input time comes out as RFC
@@ -212,6 +223,36 @@ func TestDecodeOtherContractVersion(t *testing.T) {
 	require.Equal(t, "WARN", recs[0]["level"])
 	require.Equal(t, "contractVersion", recs[0]["field"])
 	require.Equal(t, "2", recs[0]["value"])
+}
+
+// TestDecodeRefusesAnotherEventType: an event of another type is
+// ErrUnknownEventType, also when the rest of it is not this contract's
+// envelope at all, so a consumer skips it instead of applying it as a
+// purchase change or dead-lettering it.
+func TestDecodeRefusesAnotherEventType(t *testing.T) {
+	t.Parallel()
+	for name, data := range map[string][]byte{
+		"an envelope of another type": replaceOnce(t, `"eventType":"pin.promotion.purchase-changed"`, `"eventType":"pin.promotion.something-else"`),
+		"another shape altogether":    []byte(`{"eventType":"pin.promotion.something-else","payload":{"note":1}}`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := contract.Decode(data, nil)
+			require.ErrorIs(t, err, contract.ErrUnknownEventType)
+			require.Contains(t, err.Error(), `"pin.promotion.something-else"`)
+		})
+	}
+	for name, data := range map[string][]byte{
+		"no eventType": []byte(`{"payload":{}}`),
+		"not JSON":     []byte(`{"eventType":`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := contract.Decode(data, nil)
+			require.Error(t, err)
+			require.NotErrorIs(t, err, contract.ErrUnknownEventType)
+		})
+	}
 }
 
 // TestDecodeIgnoresUnknownFields accepts what an additive revision may add,

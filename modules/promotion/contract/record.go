@@ -26,13 +26,22 @@ type Record struct {
 // cannot be known, so a consumer dead-letters it.
 var ErrRecordMismatch = errors.New("contract: record key, headers and envelope disagree")
 
+// ErrUnknownEventType marks a record of an event type other than EventType,
+// named by its event_type header or its envelope. A consumer skips it: it is
+// not this contract's event, so it is neither applied nor dead-lettered.
+var ErrUnknownEventType = errors.New("contract: unknown event type")
+
 // DecodeRecord decodes a record of Topic into its envelope (see Decode for
-// the compatibility rules) and checks that the record agrees with itself: the
+// the compatibility rules; an event_type header naming another type is
+// ErrUnknownEventType before the value is read) and checks that the record agrees with itself: the
 // key equals aggregateId, aggregateId equals payload.purchaseId, and the
 // message_id header is present and equals messageId. A record that breaks one
 // of these is an error wrapping ErrRecordMismatch; an undecodable value is an
 // error of Decode. A nil logger means slog.Default().
 func DecodeRecord(r Record, logger *slog.Logger) (Envelope, error) {
+	if t, ok := r.Headers[HeaderEventType]; ok && t != EventType {
+		return Envelope{}, fmt.Errorf("contract.DecodeRecord: %w %q in the %s header", ErrUnknownEventType, t, HeaderEventType)
+	}
 	e, err := Decode(r.Value, logger)
 	if err != nil {
 		return Envelope{}, err

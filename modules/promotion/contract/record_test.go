@@ -73,3 +73,17 @@ func TestDecodeRecordReportsAnUndecodableValue(t *testing.T) {
 	require.Error(t, err)
 	require.NotErrorIs(t, err, contract.ErrRecordMismatch)
 }
+
+// TestDecodeRecordSkipsAnotherEventTypeHeader: the event_type header names
+// another type, whatever the value holds.
+func TestDecodeRecordSkipsAnotherEventTypeHeader(t *testing.T) {
+	t.Parallel()
+	r := goldenRecord(t)
+	r.Headers[contract.HeaderEventType] = "pin.promotion.something-else"
+	_, err := contract.DecodeRecord(r, nil)
+	require.ErrorIs(t, err, contract.ErrUnknownEventType)
+
+	r.Value = []byte("not the envelope of this contract")
+	_, err = contract.DecodeRecord(r, nil)
+	require.ErrorIs(t, err, contract.ErrUnknownEventType)
+}

@@ -1,0 +1,38 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// decode hands rec to the handler's Decode and sets aside a record that
+// cannot be applied: skipped when Decode declines it (ErrSkip), dead-lettered
+// when it fails or panics, so that no content of a record stops the runner.
+// ok is false for a record set aside; an error means its dead letter could
+// not be written (a database fault).
+func (r *Runner[B]) decode(ctx context.Context, rec Record) (e Event[B], ok bool, err error) {
+	e, err = r.decodeSafely(rec)
+	switch {
+	case err == nil:
+		return e, true, nil
+	case errors.Is(err, ErrSkip):
+		r.logger.WarnContext(ctx, "record skipped", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset,
+			"error", err)
+		r.count(ctx, skipped, Event[B]{})
+		return e, false, nil
+	}
+	return e, false, r.deadLetter(ctx, rec, err, 1)
+}
+
+// decodeSafely is Decode with a panic turned into its error: a decoder that
+// panics on some bytes dead-letters that record instead of crashing the
+// process on every delivery of it.
+func (r *Runner[B]) decodeSafely(rec Record) (e Event[B], err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e, err = Event[B]{}, fmt.Errorf("decode panicked: %v", p)
+		}
+	}()
+	return r.handler.Decode(rec)
+}
