@@ -2,11 +2,14 @@
 
 package main
 
-import "errors"
+import (
+	"context"
+	"io"
+)
 
-// devIncluded is false in the production build: it links no test broker.
-const devIncluded = false
-
-func startDevBroker(string, ...string) (func(), error) {
-	return nil, errors.New("dev: no embedded broker in the production build")
+// dev is all of `pin dev` the production build carries: a line saying how
+// to get it. The development step (dev.go, devdue.go) and its test broker
+// are left out whole.
+func dev(context.Context, []string, []string, io.Writer, io.Writer) error {
+	return usageError{"dev: not in this build (built with -tags production, as the container image is); build a binary with it: make build, or go build ./cmd/pin"}
 }
