@@ -21,6 +21,7 @@ func TestProjectKeepsItsBoundaries(t *testing.T) {
 	require.Contains(t, g, module+"/platform/host")
 	require.Contains(t, g, module+"/modules/promotion/contract", "the contract rule must see the contract")
 	require.Contains(t, g, module+"/modules/promotion/internal/promotiontest", "the test-support rule must see promotiontest")
+	require.Contains(t, g, module+"/platform/schemacompattest", "the test-support rule must see the schema checker")
 	require.Empty(t, archrules.Check(g, archrules.Rules(module)...))
 }
 
