@@ -49,14 +49,27 @@ func (s *server) requireBoostWithin(t *testing.T, within time.Duration, tok, kin
 // and returns the purchase id and the project id.
 func (s *server) purchaseProject(t *testing.T, tok, packageID string, projects ...string) string {
 	t.Helper()
+	id, err := s.tryPurchaseProject(tok, packageID, projects...)
+	require.NoError(t, err)
+	return id
+}
+
+// tryPurchaseProject is purchaseProject for a goroutine, which must not
+// stop the test.
+func (s *server) tryPurchaseProject(tok, packageID string, projects ...string) (string, error) {
 	targets := make([]map[string]any, len(projects))
 	for i, p := range projects {
 		targets[i] = map[string]any{"targetKind": "Project", "targetId": p}
 	}
-	code, purchase := s.do(t, http.MethodPost, "/api/developers/v1/promotions", tok,
+	code, purchase, err := s.send(http.MethodPost, "/api/developers/v1/promotions", tok,
 		map[string]any{"packageId": packageID, "targets": targets}, "Idempotency-Key", uuid.NewString())
-	require.Equal(t, http.StatusCreated, code, "%v", purchase)
-	return purchase["id"].(string)
+	if err != nil {
+		return "", err
+	}
+	if code != http.StatusCreated {
+		return "", fmt.Errorf("purchase: %d %v", code, purchase)
+	}
+	return purchase["id"].(string), nil
 }
 
 func (s *server) packageID(t *testing.T, tok, code string) string {
@@ -159,12 +172,23 @@ func TestBoostProjectionSurvivesSIGKILL(t *testing.T) {
 	}
 	const purchases = 240
 	var wg sync.WaitGroup
+	var traffic error // the writer's, checked on the test's goroutine
 	wg.Go(func() {
 		for i := range purchases {
-			id := api.purchaseProject(t, tok, pkg["id"].(string), projects[i%len(projects)], projects[(i+1+i%7)%len(projects)])
+			id, err := api.tryPurchaseProject(tok, pkg["id"].(string), projects[i%len(projects)], projects[(i+1+i%7)%len(projects)])
+			if err != nil {
+				traffic = err
+				return
+			}
 			if i%3 == 0 {
-				code, body := api.do(t, http.MethodPost, "/api/developers/v1/promotions/"+id+"/cancel", tok, map[string]any{"reason": "test"})
-				require.Equal(t, http.StatusOK, code, "%v", body)
+				code, body, err := api.send(http.MethodPost, "/api/developers/v1/promotions/"+id+"/cancel", tok, map[string]any{"reason": "test"})
+				if err == nil && code != http.StatusOK {
+					err = fmt.Errorf("cancel: %d %v", code, body)
+				}
+				if err != nil {
+					traffic = err
+					return
+				}
 			}
 		}
 	})
@@ -182,6 +206,7 @@ func TestBoostProjectionSurvivesSIGKILL(t *testing.T) {
 	<-consumer.waited
 	consumer.waited <- nil // for the cleanup
 	wg.Wait()
+	require.NoError(t, traffic)
 
 	startServer(t, env("on"), "serve")
 	const fromDB = `

@@ -275,7 +275,8 @@ func TestKafkaCreateTopics(t *testing.T) {
 }
 
 // TestProductionBuildCarriesNoTestBroker builds pin as the Dockerfile does:
-// franz-go's kfake is not linked, and `pin dev` says how to get it.
+// franz-go's kfake and the development step (database marker, seeding,
+// banner) are not linked, and `pin dev` says how to get it.
 func TestProductionBuildCarriesNoTestBroker(t *testing.T) {
 	t.Parallel()
 	const kfake = "github.com/twmb/franz-go/pkg/kfake"
@@ -293,6 +294,11 @@ func TestProductionBuildCarriesNoTestBroker(t *testing.T) {
 	mods, err := exec.Command("go", "version", "-m", bin).CombinedOutput()
 	require.NoError(t, err, "%s", mods)
 	require.NotContains(t, string(mods), "franz-go/pkg/kfake")
+	syms, err := exec.Command("go", "tool", "nm", bin).CombinedOutput()
+	require.NoError(t, err, "%s", syms)
+	for _, step := range []string{"main.devServe", "main.printDevHowTo", "main.markDevDatabase", "main.makeDue"} {
+		require.NotContains(t, string(syms), " T "+step+"\n", "the development step is left out whole")
+	}
 	cmd := exec.Command(bin, "dev")
 	cmd.Env = []string{}
 	stderr, _ := cmd.CombinedOutput()

@@ -2,11 +2,14 @@
 
 package main
 
-import "errors"
+import (
+	"context"
+	"io"
+)
 
-// devIncluded is false in the production build: it links no test broker.
-const devIncluded = false
-
-func startDevBroker(string, ...string) (func(), error) {
-	return nil, errors.New("dev: no embedded broker in the production build")
+// dev is all of `pin dev` the production build carries: its help, and a
+// line saying how to get it. The development step (dev.go, devdue.go) and
+// its test broker are left out whole.
+func dev(_ context.Context, args []string, _ []string, stdout io.Writer, _ io.Writer) error {
+	return devLeftOut(args, stdout)
 }

@@ -64,13 +64,9 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		if err = noArgs("serve", "serve", args[1:], stdout); err == nil {
-			err = serve(ctx, environ, stdout, stderr, false)
+			err = serve(ctx, environ, stderr)
 		}
 	case "dev":
-		if !devIncluded {
-			err = devLeftOut(args[1:], stdout)
-			break
-		}
 		err = dev(ctx, args[1:], environ, stdout, stderr)
 	case "kafka":
 		err = kafkaCommand(ctx, args[1:], environ, stdout)

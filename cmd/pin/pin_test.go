@@ -279,29 +279,47 @@ func (s *server) stop(t *testing.T) (int, time.Duration) {
 
 func (s *server) do(t *testing.T, method, path, token string, body any, headers ...string) (int, map[string]any) {
 	t.Helper()
+	code, out, err := s.send(method, path, token, body, headers...)
+	require.NoError(t, err)
+	return code, out
+}
+
+// send is do for a goroutine, which must not stop the test: it returns
+// what went wrong instead.
+func (s *server) send(method, path, token string, body any, headers ...string) (int, map[string]any, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
-		require.NoError(t, err)
+		if err != nil {
+			return 0, nil, err
+		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequest(method, s.base+path, rd)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, nil, err
+	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, nil, err
+	}
 	defer resp.Body.Close()
 	var out map[string]any
 	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	if len(raw) > 0 {
-		require.NoError(t, json.Unmarshal(raw, &out), "body: %s", raw)
+	if err != nil {
+		return 0, nil, err
 	}
-	return resp.StatusCode, out
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return 0, nil, fmt.Errorf("body %s: %w", raw, err)
+		}
+	}
+	return resp.StatusCode, out, nil
 }
 
 func token(t *testing.T, tenant uuid.UUID, roles ...string) string {

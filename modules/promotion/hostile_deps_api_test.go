@@ -46,7 +46,7 @@ func TestLockedPurchasesTableLeavesThePackageListAnswering(t *testing.T) {
 	// they would hold every connection for as long as the lock lasts.
 	n := 2 * testAPIPool.MaxOpenConns
 	type outcome struct {
-		res     response
+		served  served
 		elapsed time.Duration
 	}
 	outcomes := make(chan outcome, n)
@@ -54,17 +54,18 @@ func TestLockedPurchasesTableLeavesThePackageListAnswering(t *testing.T) {
 	for range n {
 		wg.Go(func() {
 			start := time.Now()
-			res := b.do(t, request{method: http.MethodPost, path: purchasesPath, token: token,
+			s := b.doOffTest(request{method: http.MethodPost, path: purchasesPath, token: token,
 				body: purchaseBody(pkg.ID, "Project", uuid.New())})
-			outcomes <- outcome{res, time.Since(start)}
+			outcomes <- outcome{s, time.Since(start)}
 		})
 	}
 	b.db.WaitForLockWaiters(t, testAPIPool.MaxOpenConns) // every API connection waits on the lock
 
-	listed := make(chan response, 1)
-	go func() { listed <- b.do(t, request{method: http.MethodGet, path: packagesPath, token: token}) }()
+	listed := make(chan served, 1)
+	go func() { listed <- b.doOffTest(request{method: http.MethodGet, path: packagesPath, token: token}) }()
 	select {
-	case res := <-listed:
+	case s := <-listed:
+		res := s.check(t)
 		require.Equal(t, http.StatusOK, res.status, "the package list does not touch the locked table: %s", res.body)
 	case <-time.After(httpserver.DefaultHandlerTimeout + 5*time.Second):
 		t.Fatal("the package list did not answer while promotion_purchases was locked")
@@ -79,9 +80,10 @@ func TestLockedPurchasesTableLeavesThePackageListAnswering(t *testing.T) {
 	}
 	close(outcomes)
 	for o := range outcomes {
-		require.Equal(t, http.StatusServiceUnavailable, o.res.status, string(o.res.body))
-		require.Equal(t, "https://pin.dev/problems/service-unavailable", o.res.problem(t).Type)
-		retry, err := strconv.Atoi(o.res.header.Get("Retry-After"))
+		res := o.served.check(t)
+		require.Equal(t, http.StatusServiceUnavailable, res.status, string(res.body))
+		require.Equal(t, "https://pin.dev/problems/service-unavailable", res.problem(t).Type)
+		retry, err := strconv.Atoi(res.header.Get("Retry-After"))
 		require.NoError(t, err, "Retry-After is a number of seconds")
 		require.Positive(t, retry)
 		require.Less(t, o.elapsed, httpserver.DefaultHandlerTimeout, "within the request's bound")

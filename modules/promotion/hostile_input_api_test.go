@@ -122,9 +122,9 @@ func TestPurchaseRacingTheDeactivationOfItsPackageIsOrderedByTheLock(t *testing.
 			_, err = deactivation.Exec(`UPDATE promotion.promotion_packages SET is_active = false WHERE id = $1`, pkg.ID)
 			require.NoError(t, err)
 
-			bought := make(chan response, 1)
+			bought := make(chan served, 1)
 			go func() {
-				bought <- b.do(t, request{method: http.MethodPost, path: purchasesPath, token: token,
+				bought <- b.doOffTest(request{method: http.MethodPost, path: purchasesPath, token: token,
 					body: purchaseBody(pkg.ID, "Project", uuid.New())})
 			}()
 			require.Eventually(t, func() bool {
@@ -132,13 +132,14 @@ func TestPurchaseRacingTheDeactivationOfItsPackageIsOrderedByTheLock(t *testing.
 					WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
 			}, 20*time.Second, 10*time.Millisecond)
 			select {
-			case res := <-bought:
+			case s := <-bought:
+				res := s.check(t)
 				t.Fatalf("the purchase did not wait for the deactivation in progress: %d %s", res.status, res.body)
 			default:
 			}
 			require.NoError(t, deactivation.Commit())
 
-			res := <-bought
+			res := (<-bought).check(t)
 			require.Equal(t, http.StatusUnprocessableEntity, res.status, "the purchase sees the committed deactivation: %s", res.body)
 			require.Equal(t, []string{"packageId"}, res.problem(t).fields())
 			require.Equal(t, before, b.count(t, "SELECT count(*) FROM promotion.promotion_purchases"), "nothing written")

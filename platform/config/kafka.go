@@ -13,6 +13,23 @@ import (
 // variables, reads the files they name and fills KafkaSASLPassword and
 // KafkaTLSConfig. Its errors name a file, never a secret.
 func (c *Config) loadKafkaSecurity() error {
+	if err := c.loadSASL(); err != nil {
+		return err
+	}
+	if !c.KafkaTLS {
+		return c.refuseTLSFilesWithoutTLS()
+	}
+	tc, err := c.loadTLS()
+	if err != nil {
+		return err
+	}
+	c.KafkaTLSConfig = tc
+	return nil
+}
+
+// loadSASL reads PIN_KAFKA_SASL_PASSWORD_FILE into KafkaSASLPassword and
+// checks that a mechanism comes with its user name and password.
+func (c *Config) loadSASL() error {
 	if c.KafkaSASLPasswordFile != "" {
 		if c.KafkaSASLPassword != "" {
 			return &Error{"PIN_KAFKA_SASL_PASSWORD_FILE", "set it or PIN_KAFKA_SASL_PASSWORD, not both"}
@@ -41,50 +58,70 @@ func (c *Config) loadKafkaSecurity() error {
 	default:
 		return &Error{"PIN_KAFKA_SASL_MECHANISM", fmt.Sprintf("must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got %q", c.KafkaSASLMechanism)}
 	}
+	return nil
+}
 
-	if !c.KafkaTLS {
-		for _, v := range []struct{ name, value string }{
-			{"PIN_KAFKA_TLS_CA_FILE", c.KafkaTLSCAFile},
-			{"PIN_KAFKA_TLS_CERT_FILE", c.KafkaTLSCertFile},
-			{"PIN_KAFKA_TLS_KEY_FILE", c.KafkaTLSKeyFile},
-			{"PIN_KAFKA_TLS_SERVER_NAME", c.KafkaTLSServerName},
-		} {
-			if v.value != "" {
-				return &Error{"PIN_KAFKA_TLS", fmt.Sprintf("must be true when %s is set", v.name)}
-			}
+// refuseTLSFilesWithoutTLS stops a TLS setting that PIN_KAFKA_TLS=false
+// would silently ignore.
+func (c *Config) refuseTLSFilesWithoutTLS() error {
+	for _, v := range []struct{ name, value string }{
+		{"PIN_KAFKA_TLS_CA_FILE", c.KafkaTLSCAFile},
+		{"PIN_KAFKA_TLS_CERT_FILE", c.KafkaTLSCertFile},
+		{"PIN_KAFKA_TLS_KEY_FILE", c.KafkaTLSKeyFile},
+		{"PIN_KAFKA_TLS_SERVER_NAME", c.KafkaTLSServerName},
+	} {
+		if v.value != "" {
+			return &Error{"PIN_KAFKA_TLS", fmt.Sprintf("must be true when %s is set", v.name)}
 		}
-		return nil
 	}
+	return nil
+}
+
+// loadTLS builds the client's TLS settings: the CA file's roots (or the
+// system's) and, when both are given, the client certificate and its key.
+func (c *Config) loadTLS() (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.KafkaTLSServerName}
 	if c.KafkaTLSCAFile != "" {
 		pem, err := os.ReadFile(c.KafkaTLSCAFile)
 		if err != nil {
-			return &Error{"PIN_KAFKA_TLS_CA_FILE", fmt.Sprintf("cannot read %s: %v", c.KafkaTLSCAFile, pathErr(err))}
+			return nil, &Error{"PIN_KAFKA_TLS_CA_FILE", fmt.Sprintf("cannot read %s: %v", c.KafkaTLSCAFile, pathErr(err))}
 		}
 		tc.RootCAs = x509.NewCertPool()
 		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return &Error{"PIN_KAFKA_TLS_CA_FILE", fmt.Sprintf("%s holds no PEM certificate", c.KafkaTLSCAFile)}
+			return nil, &Error{"PIN_KAFKA_TLS_CA_FILE", fmt.Sprintf("%s holds no PEM certificate", c.KafkaTLSCAFile)}
 		}
 	}
+	pair, err := c.loadClientCertificate()
+	if err != nil {
+		return nil, err
+	}
+	if pair != nil {
+		tc.Certificates = []tls.Certificate{*pair}
+	}
+	return tc, nil
+}
+
+// loadClientCertificate reads PIN_KAFKA_TLS_CERT_FILE and
+// PIN_KAFKA_TLS_KEY_FILE, which come together or not at all; nil when neither is set.
+func (c *Config) loadClientCertificate() (*tls.Certificate, error) {
 	switch {
-	case c.KafkaTLSCertFile != "" && c.KafkaTLSKeyFile == "":
-		return &Error{"PIN_KAFKA_TLS_KEY_FILE", "is required with PIN_KAFKA_TLS_CERT_FILE"}
-	case c.KafkaTLSKeyFile != "" && c.KafkaTLSCertFile == "":
-		return &Error{"PIN_KAFKA_TLS_CERT_FILE", "is required with PIN_KAFKA_TLS_KEY_FILE"}
-	case c.KafkaTLSCertFile != "":
-		for _, f := range []struct{ name, path string }{{"PIN_KAFKA_TLS_CERT_FILE", c.KafkaTLSCertFile}, {"PIN_KAFKA_TLS_KEY_FILE", c.KafkaTLSKeyFile}} {
-			if _, err := os.Stat(f.path); err != nil {
-				return &Error{f.name, fmt.Sprintf("cannot read %s: %v", f.path, pathErr(err))}
-			}
-		}
-		pair, err := tls.LoadX509KeyPair(c.KafkaTLSCertFile, c.KafkaTLSKeyFile)
-		if err != nil {
-			return &Error{"PIN_KAFKA_TLS_CERT_FILE", fmt.Sprintf("with PIN_KAFKA_TLS_KEY_FILE is not a certificate and its key: %v", err)}
-		}
-		tc.Certificates = []tls.Certificate{pair}
+	case c.KafkaTLSCertFile == "" && c.KafkaTLSKeyFile == "":
+		return nil, nil
+	case c.KafkaTLSKeyFile == "":
+		return nil, &Error{"PIN_KAFKA_TLS_KEY_FILE", "is required with PIN_KAFKA_TLS_CERT_FILE"}
+	case c.KafkaTLSCertFile == "":
+		return nil, &Error{"PIN_KAFKA_TLS_CERT_FILE", "is required with PIN_KAFKA_TLS_KEY_FILE"}
 	}
-	c.KafkaTLSConfig = tc
-	return nil
+	for _, f := range []struct{ name, path string }{{"PIN_KAFKA_TLS_CERT_FILE", c.KafkaTLSCertFile}, {"PIN_KAFKA_TLS_KEY_FILE", c.KafkaTLSKeyFile}} {
+		if _, err := os.Stat(f.path); err != nil {
+			return nil, &Error{f.name, fmt.Sprintf("cannot read %s: %v", f.path, pathErr(err))}
+		}
+	}
+	pair, err := tls.LoadX509KeyPair(c.KafkaTLSCertFile, c.KafkaTLSKeyFile)
+	if err != nil {
+		return nil, &Error{"PIN_KAFKA_TLS_CERT_FILE", fmt.Sprintf("with PIN_KAFKA_TLS_KEY_FILE is not a certificate and its key: %v", err)}
+	}
+	return &pair, nil
 }
 
 // trimOneNewline drops one trailing newline, as editors and `echo` add.

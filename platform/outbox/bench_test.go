@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -241,7 +242,9 @@ func (r *benchRig) offer(b testing.TB, rate float64, d time.Duration, perTx, wri
 				for i := first; i < min(first+perTx, total); i++ {
 					msgs = append(msgs, benchEvent(base+i))
 				}
-				r.publish(b, msgs...)
+				if !assert.NoError(b, r.tryPublish(msgs...)) {
+					return
+				}
 				at := time.Now()
 				r.mu.Lock()
 				for _, m := range msgs {

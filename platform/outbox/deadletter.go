@@ -4,13 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-
-	"github.com/ThreeDotsLabs/watermill/message"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/pinmarket/pin/platform/kafka"
 )
 
 // deadLetter is an outbox row the relay gives up on, with the last error.
@@ -32,20 +25,4 @@ func insertDeadLetter(ctx context.Context, tx *sql.Tx, topic string, d deadLette
 		return fmt.Errorf("dead letter: %w", err)
 	}
 	return nil
-}
-
-// startForwardSpan starts the span of one relayed message as a child of
-// the publication that stored it (its traceparent metadata).
-func startForwardSpan(msg *message.Message, tracer trace.Tracer, topic string) trace.Span {
-	ctx := propagation.TraceContext{}.Extract(msg.Context(),
-		propagation.MapCarrier{kafka.MetaTraceparent: msg.Metadata.Get(kafka.MetaTraceparent)})
-	_, span := tracer.Start(ctx, "outbox forward "+topic,
-		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "kafka"),
-			attribute.String("messaging.destination.name", topic),
-			attribute.String("messaging.operation.type", "send"),
-			attribute.String("messaging.message.id", msg.UUID),
-		))
-	return span
 }

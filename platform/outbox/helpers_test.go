@@ -60,9 +60,15 @@ func event(key string, seq int) *message.Message {
 // publish stores msgs in one committed transaction.
 func (b testBundle) publish(tb testing.TB, msgs ...*message.Message) {
 	tb.Helper()
-	require.NoError(tb, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+	require.NoError(tb, b.tryPublish(msgs...))
+}
+
+// tryPublish is publish for a writer goroutine, which must not stop the
+// test: it returns the error for the goroutine to report.
+func (b testBundle) tryPublish(msgs ...*message.Message) error {
+	return postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
 		return b.pub.Publish(b.ctx, tx, topic, msgs...)
-	}))
+	})
 }
 
 // startRelay runs a relay until the test ends (or stop is called).

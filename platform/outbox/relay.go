@@ -17,7 +17,9 @@ import (
 	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pinmarket/pin/platform/kafka"
@@ -520,4 +522,20 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// startForwardSpan starts the span of one relayed message as a child of
+// the publication that stored it (its traceparent metadata).
+func startForwardSpan(msg *message.Message, tracer trace.Tracer, topic string) trace.Span {
+	ctx := propagation.TraceContext{}.Extract(msg.Context(),
+		propagation.MapCarrier{kafka.MetaTraceparent: msg.Metadata.Get(kafka.MetaTraceparent)})
+	_, span := tracer.Start(ctx, "outbox forward "+topic,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.destination.name", topic),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.message.id", msg.UUID),
+		))
+	return span
 }

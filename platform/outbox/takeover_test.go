@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -79,13 +80,16 @@ func TestThreeRelaysTakeOverUnderTraffic(t *testing.T) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				key := fmt.Sprintf("purchase-%d", 1+rand.IntN(keys))
-				require.NoError(t, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+				err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
 					var seq int
 					if err := tx.DB.Raw(`UPDATE purchases SET seq = seq + 1 WHERE id = ? RETURNING seq`, key).Scan(&seq).Error; err != nil {
 						return err
 					}
 					return b.pub.Publish(b.ctx, tx, topic, event(key, seq))
-				}))
+				})
+				if !assert.NoError(t, err) {
+					return
+				}
 				written.Add(1)
 				time.Sleep(time.Duration(60+rand.IntN(120)) * time.Millisecond) // about 100 transactions/s in all
 			}

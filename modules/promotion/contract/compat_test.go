@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
-	"github.com/pinmarket/pin/platform/schemacompat"
+	"github.com/pinmarket/pin/platform/schemacompattest"
 )
 
 // releasedDir holds contract version 1 as released: the JSON Schema, the
@@ -60,7 +60,7 @@ func compatibilityReport(what string, breaks []string) string {
 		what, releasedDir, strings.Join(breaks, "\n  "), breakingChangeAdvice)
 }
 
-func violationStrings(vs []schemacompat.Violation) []string {
+func violationStrings(vs []schemacompattest.Violation) []string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
 		out[i] = v.String()
@@ -102,7 +102,7 @@ func TestSchemaKeepsTheReleasedContract(t *testing.T) {
 		"docs/contracts/pin.promotion.purchase-changed.v1.schema.json": canonical,
 		"the embedded schema (contract.JSONSchema)":                    contract.JSONSchema(),
 	} {
-		vs, err := schemacompat.Check(released, current)
+		vs, err := schemacompattest.Check(released, current)
 		require.NoError(t, err, what)
 		if len(vs) > 0 {
 			t.Error(compatibilityReport(what, violationStrings(vs)))
@@ -257,7 +257,7 @@ func TestCompatibilityGateCatchesPlantedViolations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			current := editJSON(t, released, func(doc map[string]any) { tc.mutate(t, doc) })
-			vs, err := schemacompat.Check(released, current)
+			vs, err := schemacompattest.Check(released, current)
 			require.NoError(t, err)
 			var got []string
 			for _, v := range vs {
@@ -281,7 +281,7 @@ func TestCompatibilityReportSaysWhatABreakingChangeNeeds(t *testing.T) {
         },
         "startsAt"`, 1)
 	require.NotEqual(t, string(released), current)
-	vs, err := schemacompat.Check(released, []byte(current))
+	vs, err := schemacompattest.Check(released, []byte(current))
 	require.NoError(t, err)
 	msg := compatibilityReport("the schema", violationStrings(vs))
 	for _, want := range []string{
@@ -399,7 +399,7 @@ func asyncAPIBreaks(tb testing.TB, released, current asyncAPIDoc) []string {
 		require.NoError(tb, err)
 		c, err := json.Marshal(at(tb, map[string]any(current), path...))
 		require.NoError(tb, err)
-		vs, err := schemacompat.Check(r, c)
+		vs, err := schemacompattest.Check(r, c)
 		require.NoError(tb, err, what)
 		for _, v := range vs {
 			breaks = append(breaks, what+": "+v.String())

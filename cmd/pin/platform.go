@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"gorm.io/gorm"
+
+	"github.com/pinmarket/pin/modules/promotion"
+	"github.com/pinmarket/pin/platform/config"
+	"github.com/pinmarket/pin/platform/observability"
+	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/postgres"
+)
+
+// platform is what every command that talks to the database shares.
+type platform struct {
+	cfg    config.Config
+	logger *slog.Logger
+	reg    *prometheus.Registry
+	tp     *sdktrace.TracerProvider
+	db     *gorm.DB
+	// apiDB is the HTTP API's pool (postgres.APIPool); nil outside serve.
+	apiDB *gorm.DB
+}
+
+func newPlatform(ctx context.Context, cfg config.Config, stderr io.Writer) (*platform, error) {
+	level, err := observability.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	logger := observability.NewLogger(stderr, level)
+	slog.SetDefault(logger)
+	tp, err := observability.NewTracerProvider(ctx, version())
+	if err != nil {
+		return nil, err
+	}
+	db, err := postgres.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		_ = tp.Shutdown(ctx)
+		return nil, err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		_ = tp.Shutdown(ctx)
+		return nil, err
+	}
+	reg := observability.NewRegistry()
+	// The pool's waits are the first sign that its users (the runners, and
+	// the API outside serve) starve each other.
+	reg.MustRegister(collectors.NewDBStatsCollector(sqlDB, "pin"))
+	return &platform{cfg: cfg, logger: logger, reg: reg, tp: tp, db: db}, nil
+}
+
+func (p *platform) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.tp.Shutdown(ctx); err != nil {
+		p.logger.WarnContext(ctx, "tracer provider shutdown", "error", err)
+	}
+	for _, db := range []*gorm.DB{p.db, p.apiDB} {
+		if db == nil {
+			continue
+		}
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	}
+}
+
+// promotionModule builds the promotion module; authenticate is nil for a
+// process that serves no HTTP.
+func (p *platform) promotionModule(authenticate echo.MiddlewareFunc, publisher *outbox.Publisher) (*promotion.Module, error) {
+	return promotion.New(promotion.Deps{
+		DB:             p.db,
+		APIDB:          p.apiDB,
+		Outbox:         publisher,
+		Authenticate:   authenticate,
+		Logger:         p.logger,
+		Registerer:     p.reg,
+		TracerProvider: p.tp,
+		Now:            time.Now,
+		Expire: promotion.ExpireSettings{
+			Interval:           p.cfg.ExpireInterval,
+			BatchSize:          p.cfg.ExpireBatchSize,
+			MaxBatchesPerCycle: p.cfg.ExpireMaxBatchesPerCycle,
+			CycleBudget:        p.cfg.ExpireCycleBudget,
+		},
+	})
+}
