@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -124,9 +123,6 @@ func TestNoTestStopsOffItsGoroutine(t *testing.T) {
 	t.Parallel()
 	found, err := archrules.StopsOffTestGoroutine("../..")
 	require.NoError(t, err)
-	// modules/boost is reworked on another branch of issue 24; its bench's
-	// writer is fixed there, and this exception goes when the two merge.
-	found = slices.DeleteFunc(found, func(s string) bool { return strings.HasPrefix(s, "modules/boost/bench_test.go:") })
 	require.Empty(t, found, "report from the goroutine through a channel or an error, and fail on the test's goroutine")
 }
 
