@@ -126,13 +126,22 @@ func TestASlowBrokerKeepsTheLead(t *testing.T) {
 	require.Len(t, c.records, 2, "nothing sent twice")
 }
 
-// TestRelayRefusesAStandbyPollSlowerThanItsSession checks the one rule
-// between the two intervals: a standby that tried less often than
-// SessionTimeout would have its session ended between two tries.
-func TestRelayRefusesAStandbyPollSlowerThanItsSession(t *testing.T) {
+// TestRelayRefusesSessionTimeoutsItCannotKeep checks the rules of
+// SessionTimeout: a standby that tried less often would have its session
+// ended between two tries, and below a second the idle timeouts would end
+// live sessions.
+func TestRelayRefusesSessionTimeoutsItCannotKeep(t *testing.T) {
 	t.Parallel()
-	_, err := outbox.NewRelay(setup(t).db.SQL, outbox.RelayConfig{
-		Brokers: []string{"127.0.0.1:1"}, Topics: []string{topic}, LockRetryInterval: 5 * time.Second,
-	}, testLogger(), prometheus.NewRegistry(), noop.NewTracerProvider())
-	require.ErrorContains(t, err, "LockRetryInterval 5s must be shorter than SessionTimeout 5s")
+	db := setup(t).db.SQL
+	for _, tc := range []struct {
+		cfg  outbox.RelayConfig
+		want string
+	}{
+		{outbox.RelayConfig{LockRetryInterval: 5 * time.Second}, "LockRetryInterval 5s must be shorter than SessionTimeout 5s"},
+		{outbox.RelayConfig{SessionTimeout: 500 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond}, "SessionTimeout 500ms is below 1s"},
+	} {
+		tc.cfg.Brokers, tc.cfg.Topics = []string{"127.0.0.1:1"}, []string{topic}
+		_, err := outbox.NewRelay(db, tc.cfg, testLogger(), prometheus.NewRegistry(), noop.NewTracerProvider())
+		require.ErrorContains(t, err, tc.want)
+	}
 }

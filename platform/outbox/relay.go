@@ -48,6 +48,7 @@ type RelayConfig struct {
 	// silent before it ends it, releasing the lock (default 5s). The active
 	// relay pings every fifth of it, so only a frozen process stays silent
 	// that long: it is replaced within SessionTimeout + LockRetryInterval.
+	// At least 1s.
 	SessionTimeout time.Duration
 	// StatementTimeout bounds every statement of the relay (default 5s): an
 	// active relay whose database stops answering gives up within it.
@@ -144,6 +145,9 @@ func NewRelay(db *sql.DB, cfg RelayConfig, logger *slog.Logger, reg prometheus.R
 		seen[tableBase(t)] = true
 	}
 	cfg.setDefaults()
+	if cfg.SessionTimeout < time.Second {
+		return nil, fmt.Errorf("outbox: NewRelay: SessionTimeout %v is below 1s: a live relay waiting for the database would lose the lead", cfg.SessionTimeout)
+	}
 	if cfg.LockRetryInterval >= cfg.SessionTimeout {
 		return nil, fmt.Errorf("outbox: NewRelay: LockRetryInterval %v must be shorter than SessionTimeout %v, or the database ends a standby's session between two tries",
 			cfg.LockRetryInterval, cfg.SessionTimeout)
