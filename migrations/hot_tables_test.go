@@ -13,7 +13,7 @@ import (
 // hotTableOptions are the storage settings 00007 gives the tables that churn
 // like queues (docs/performance.md, "Issue 23: hot tables").
 var hotTableOptions = map[string][]string{
-	"boost.target_boosts": {"fillfactor=50",
+	"boost.target_boosts": {"fillfactor=20",
 		"autovacuum_vacuum_scale_factor=0.05", "autovacuum_vacuum_threshold=100", "autovacuum_vacuum_cost_delay=0"},
 	"boost.purchase_targets": {
 		"autovacuum_vacuum_scale_factor=0.02", "autovacuum_vacuum_threshold=1000", "autovacuum_vacuum_cost_delay=1"},
@@ -21,7 +21,7 @@ var hotTableOptions = map[string][]string{
 		"autovacuum_vacuum_scale_factor=0.01", "autovacuum_vacuum_threshold=1000", "autovacuum_vacuum_cost_delay=1"},
 	"consumer.inbox": {
 		"autovacuum_vacuum_scale_factor=0.02", "autovacuum_vacuum_threshold=1000", "autovacuum_vacuum_cost_delay=1"},
-	"consumer.aggregate_versions": {"fillfactor=80",
+	"consumer.aggregate_versions": {
 		"autovacuum_vacuum_scale_factor=0.02", "autovacuum_vacuum_threshold=1000", "autovacuum_vacuum_cost_delay=1"},
 	"consumer.dead_letters": {"autovacuum_vacuum_scale_factor=0.05", "autovacuum_vacuum_threshold=50"},
 	"outbox.dead_letters":   {"autovacuum_vacuum_scale_factor=0.05", "autovacuum_vacuum_threshold=50"},

@@ -77,7 +77,8 @@ report() {
     SELECT s.schemaname || '.' || s.relname AS \"table\",
       pg_total_relation_size(s.relid) AS bytes,
       round(pg_total_relation_size(s.relid)::numeric / e.events) AS bytes_per_event,
-      s.n_live_tup AS live, s.n_dead_tup AS dead, s.n_tup_upd AS updates, s.n_tup_hot_upd AS hot,
+      pg_relation_size(s.relid) AS heap, pg_indexes_size(s.relid) AS indexes,
+      s.n_live_tup AS live, s.n_dead_tup AS dead, s.n_tup_del AS deletes, s.n_tup_upd AS updates, s.n_tup_hot_upd AS hot,
       CASE WHEN s.n_tup_upd > 0 THEN round(s.n_tup_hot_upd::numeric / s.n_tup_upd, 2) END AS hot_ratio
     FROM pg_stat_user_tables s, e
     WHERE s.schemaname || '.' || s.relname IN ($tables)
