@@ -1,5 +1,5 @@
--- Storage settings of the tables that churn like queues (issue 23, point 8;
--- docs/performance.md, "Issue 23: hot tables"). PostgreSQL's defaults vacuum a
+-- Storage settings of the tables that churn like queues (docs/performance.md,
+-- "Hot tables"). PostgreSQL's defaults vacuum a
 -- table once a fifth of it is dead: far too late for a table where every
 -- event leaves a dead row version behind.
 --

@@ -11,7 +11,7 @@ import (
 )
 
 // hotTableOptions are the storage settings 00007 gives the tables that churn
-// like queues (docs/performance.md, "Issue 23: hot tables").
+// like queues (docs/performance.md, "Hot tables").
 var hotTableOptions = map[string][]string{
 	"boost.target_boosts": {"fillfactor=20",
 		"autovacuum_vacuum_scale_factor=0.05", "autovacuum_vacuum_threshold=100", "autovacuum_vacuum_cost_delay=0"},

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The hot-table measurement of docs/performance.md (issue 23, point 8): runs
+# The hot-table measurement of docs/performance.md: runs
 # `pin dev` (relay, embedded broker, boost projection) on a database of its
 # own, offers purchases and cancellations at a steady rate on a fixed pool of
 # targets, waits until every event is applied, stops the server, and prints

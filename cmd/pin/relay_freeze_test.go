@@ -18,12 +18,12 @@ import (
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
-// freezeBound is issue 23's promise: a relay leader that stops answering
+// freezeBound is the relay's promise: a relay leader that stops answering
 // while its sockets stay open is replaced within 10 s.
 const freezeBound = 10 * time.Second
 
 // TestFrozenRelayLeaderIsReplaced freezes (SIGSTOP) the `pin serve` whose
-// relay is active for 20 s, as issue 23 measured it, while purchases and
+// relay is active for 20 s, as the fault was first measured, while purchases and
 // cancellations go through a second instance. An event committed during the
 // freeze is on the topic within 10 s of its commit; after SIGCONT the woken
 // instance stands by, and every event is on the topic with its purchase's
@@ -78,7 +78,7 @@ func TestFrozenRelayLeaderIsReplaced(t *testing.T) {
 		committed.Sub(frozen).Round(time.Millisecond), time.Since(committed).Round(time.Millisecond))
 	require.Equal(t, 1.0, metricValue(t, standby, active), "the standby is the active relay")
 
-	time.Sleep(time.Until(frozen.Add(20 * time.Second))) // the rest of issue 23's freeze, under traffic
+	time.Sleep(time.Until(frozen.Add(20 * time.Second))) // the rest of the 20 s freeze, under traffic
 	require.NoError(t, leader.cmd.Process.Signal(syscall.SIGCONT))
 	for range 20 {
 		standby.purchaseProject(t, tok, pkg, uuid.NewString())

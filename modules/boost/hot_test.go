@@ -13,7 +13,7 @@ import (
 
 // TestProjectionUpdatesAreHOT: the projection's updates of a target's row
 // change no indexed column, so PostgreSQL writes them heap-only (HOT) and
-// prunes the old versions itself, without a VACUUM (issue 23, point 8).
+// prunes the old versions itself, without a VACUUM.
 // Purchases come and go on a few targets, round after round, as in
 // production where popular targets are bought again and again.
 func TestProjectionUpdatesAreHOT(t *testing.T) {

@@ -143,7 +143,7 @@ func removeContributions(tx *gorm.DB, purchases []uuid.UUID) error {
 	}
 	// The update returns the rows it brought to zero; they stay locked until
 	// commit, so the delete below finds them by key. No index may filter on
-	// active_purchases: that would make every update non-HOT (issue 23).
+	// active_purchases: that would make every update non-HOT.
 	var emptied []targetKey
 	err = tx.Raw(`
 		WITH removed AS (

@@ -158,7 +158,7 @@ func TestSIGKILLOfTheActiveRelay(t *testing.T) {
 // TestSIGSTOPOfTheActiveRelay freezes the active relay's process in the
 // middle of a batch, its sockets open, as a long pause of the runtime, a
 // paused container or a stuck VM would. The database ends its silent
-// session, a standby relays within 10s of the freeze (issue 23), and when
+// session, a standby relays within 10s of the freeze, and when
 // the frozen process wakes, its acknowledgement is refused and counted as
 // sent again: every message arrives, first copies in order per key.
 func TestSIGSTOPOfTheActiveRelay(t *testing.T) {
