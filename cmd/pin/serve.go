@@ -18,7 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel"
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/modules/boost"
@@ -39,7 +39,7 @@ type platform struct {
 	cfg    config.Config
 	logger *slog.Logger
 	reg    *prometheus.Registry
-	tp     *sdktrace.TracerProvider
+	tp     observability.TracerProvider
 	db     *gorm.DB
 	// apiDB is the HTTP API's pool (postgres.APIPool); nil outside serve.
 	apiDB *gorm.DB
@@ -183,7 +183,7 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 		return fmt.Errorf("listen on %s (PIN_HTTP_ADDR): %w", cfg.HTTPAddr, err)
 	}
 	defer ln.Close()
-	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr, Transient: postgres.IsTransient}
+	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr, Transient: postgres.IsTransient, Propagator: otel.GetTextMapPropagator()}
 	e := httpserver.New(httpCfg, p.logger, p.reg, p.tp)
 	h, err := host.New(host.Config{ShutdownTimeout: cfg.ShutdownTimeout}, e, func(ctx context.Context) error {
 		return httpserver.ServeListener(ctx, ln, e, httpCfg, cfg.ShutdownTimeout)
