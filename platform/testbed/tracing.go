@@ -1,0 +1,43 @@
+package testbed
+
+import (
+	"strings"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// DatabaseSpans are the client spans of database statements among spans
+// (otelpgx's: they carry db.system.name).
+func DatabaseSpans(spans []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		if s.SpanKind() != trace.SpanKindClient {
+			continue
+		}
+		for _, kv := range s.Attributes() {
+			if kv.Key == "db.system.name" {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// RequireNoValueInSpans fails when any attribute of spans holds one of
+// values: statement parameters (ids, amounts, keys) must not reach a trace.
+func RequireNoValueInSpans(tb testing.TB, spans []sdktrace.ReadOnlySpan, values ...string) {
+	tb.Helper()
+	for _, s := range spans {
+		for _, kv := range s.Attributes() {
+			text := kv.Value.Emit()
+			for _, v := range values {
+				if strings.Contains(text, v) {
+					tb.Fatalf("span %q has %s = %q, which holds the value %q", s.Name(), kv.Key, text, v)
+				}
+			}
+		}
+	}
+}
