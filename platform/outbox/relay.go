@@ -225,6 +225,7 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 		// went to Kafka is acknowledged rather than sent again. READ
 		// COMMITTED: the SELECT takes its snapshot after the lock was
 		// granted, so it sees every acknowledgement of the previous holder.
+		roundStart := time.Now()
 		round, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxRound)
 		tx, err := conn.BeginTx(round, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
@@ -233,12 +234,14 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 		}
 		rows, err := r.readBatch(round, tx, topic)
 		if err == nil && len(rows) > 0 {
-			acked, dead, sendErr := r.publish(round, producer, topic, rows)
-			err = r.acknowledge(round, tx, topic, acked, dead)
+			traced, span := r.startRoundSpan(round, topic, roundStart, len(rows))
+			acked, dead, sendErr := r.publish(traced, producer, topic, rows)
+			err = r.acknowledge(traced, tx, topic, acked, dead)
 			if err == nil {
 				err = tx.Commit()
 			}
 			err = errors.Join(sendErr, err)
+			endSpan(span, err, "relay round failed")
 		}
 		_ = tx.Rollback() // after a commit, a no-op
 		cancel()

@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -23,11 +22,7 @@ func TestStatementsUnderASpanAreTracedWithoutTheirValues(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	gdb, err := postgres.OpenPool(context.Background(), db.URL, postgres.PoolConfig{TracerProvider: tp})
-	require.NoError(t, err)
-	sqlDB, err := gdb.DB()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sqlDB.Close() })
+	gdb := db.Traced(t, tp)
 
 	const secret, query = "card-4111-1111", `SELECT length($1::text)`
 	var n int

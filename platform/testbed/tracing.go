@@ -1,12 +1,33 @@
 package testbed
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"gorm.io/gorm"
+
+	"github.com/pinmarket/pin/platform/postgres"
 )
+
+// Traced opens a second pool on d whose statements are traced into tp (the
+// global provider, which Gorm uses, is not the test's); it is closed when
+// tb ends, before the database is dropped.
+func (d *Database) Traced(tb testing.TB, tp trace.TracerProvider) *gorm.DB {
+	tb.Helper()
+	gdb, err := postgres.OpenPool(context.Background(), d.URL, postgres.PoolConfig{TracerProvider: tp})
+	if err != nil {
+		tb.Fatalf("testbed: open %s traced: %v", d.Name, err)
+	}
+	sqlDB, err := gdb.DB()
+	if err != nil {
+		tb.Fatalf("testbed: %v", err)
+	}
+	tb.Cleanup(func() { _ = sqlDB.Close() })
+	return gdb
+}
 
 // DatabaseSpans are the client spans of database statements among spans
 // (otelpgx's: they carry db.system.name).
