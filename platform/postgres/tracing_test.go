@@ -53,7 +53,7 @@ func TestStatementsUnderASpanAreTracedWithoutTheirValues(t *testing.T) {
 func attrs(s sdktrace.ReadOnlySpan) []string {
 	var out []string
 	for _, kv := range s.Attributes() {
-		out = append(out, string(kv.Key)+"="+kv.Value.Emit())
+		out = append(out, string(kv.Key)+"="+kv.Value.String())
 	}
 	return out
 }
