@@ -251,6 +251,7 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 		// went to Kafka is acknowledged rather than sent again. READ
 		// COMMITTED: the SELECT takes its snapshot after the lock was
 		// granted, so it sees every acknowledgement of the previous holder.
+		roundStart := time.Now()
 		round, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxRound)
 		tx, err := conn.BeginTx(round, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
@@ -259,13 +260,14 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 		}
 		rows, err := r.readBatch(round, tx, topic)
 		if err == nil && len(rows) > 0 {
+			traced, span := r.startRoundSpan(round, topic, roundStart, len(rows))
 			var acked []int64
 			var dead []deadLetter
 			var sendErr error
-			r.whileLeading(round, tx, func(ctx context.Context) {
+			r.whileLeading(traced, tx, func(ctx context.Context) {
 				acked, dead, sendErr = r.publish(ctx, producer, topic, rows)
 			})
-			err = r.acknowledge(round, tx, topic, acked, dead)
+			err = r.acknowledge(traced, tx, topic, acked, dead)
 			if err == nil {
 				err = tx.Commit()
 			}
@@ -277,6 +279,7 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 					"topic", topic, "sent_again", len(acked), "err", err)
 			}
 			err = errors.Join(sendErr, err)
+			endSpan(span, err, "relay round failed")
 		}
 		_ = tx.Rollback() // after a commit, a no-op
 		cancel()
