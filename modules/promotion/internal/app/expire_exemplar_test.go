@@ -2,8 +2,6 @@ package app_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
 // TestExpireCycleDurationLinksToTheCycleTrace: the cycle's duration is
@@ -22,15 +22,10 @@ func TestExpireCycleDurationLinksToTheCycleTrace(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	reg := prometheus.NewRegistry()
-	metrics, err := app.NewExpireMetrics(reg)
-	require.NoError(t, err)
 	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){partial(0)}}
-	h, err := app.NewExpirePromotionsHandler(app.ExpireDeps{
-		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics, TracerProvider: tp,
-	})
-	require.NoError(t, err)
+	h := promotiontest.ExpireCycle(t, store, ports.ExpireTelemetryDeps{Registerer: reg, TracerProvider: tp})
 
-	_, err = h.Handle(context.Background(), app.ExpireSettings{}.WithDefaults())
+	_, err := h.Run(context.Background(), app.ExpireSettings{}.WithDefaults())
 	require.NoError(t, err)
 
 	var cycleTrace string

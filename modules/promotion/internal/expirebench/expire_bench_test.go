@@ -119,7 +119,7 @@ func benchBatch(b *testing.B, f *fixture, inst *instance) {
 			require.Len(tb, res.Expired, batchSize)
 		},
 		"cycle": func(tb testing.TB) {
-			res, err := inst.cycle.Handle(ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 1}.WithDefaults())
+			res, err := inst.cycle.Run(ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 1}.WithDefaults())
 			require.NoError(tb, err)
 			require.Equal(tb, batchSize, res.Expired)
 		},
@@ -214,7 +214,7 @@ func benchDrain(b *testing.B, f *fixture, ref *reference, instances []*instance)
 			for i, inst := range instances[:n] {
 				wg.Go(func() {
 					for {
-						res, err := inst.cycle.Handle(ctx, cmd)
+						res, err := inst.cycle.Run(ctx, cmd)
 						if err != nil || res.Expired == 0 {
 							errs[i] = err
 							return

@@ -13,9 +13,9 @@ import (
 // pin_runner_restarts_total{runner}.
 const ExpireRunnerName = "expire-promotions"
 
-// ExpireCycle runs one expiry cycle; *app.ExpirePromotionsHandler is one.
+// ExpireCycle runs one expiry cycle; *app.ExpireCycle is one.
 type ExpireCycle interface {
-	Handle(ctx context.Context, settings app.ExpireSettings) (app.ExpireCycleResult, error)
+	Run(ctx context.Context, settings app.ExpireSettings) (app.ExpireCycleResult, error)
 }
 
 // ExpireRunner is the expire-promotions background job (a host.Runner): one
@@ -60,7 +60,7 @@ func (r *ExpireRunner) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	for {
 		started := time.Now()
-		_, _ = r.cycle.Handle(ctx, r.settings)
+		_, _ = r.cycle.Run(ctx, r.settings)
 		if ctx.Err() != nil {
 			return nil
 		}

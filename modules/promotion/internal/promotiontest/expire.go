@@ -1,11 +1,31 @@
 package promotiontest
 
 import (
+	"log/slog"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 )
+
+// ExpireCycle builds the expiry cycle on store, reporting through the
+// telemetry production uses (ports.ExpireTelemetry) built from d, whose
+// Store is set to store. A nil d.Logger discards the logs.
+func ExpireCycle(tb testing.TB, store app.ExpireStore, d ports.ExpireTelemetryDeps) *app.ExpireCycle {
+	tb.Helper()
+	d.Store = store
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	telemetry, err := ports.NewExpireTelemetry(d)
+	require.NoError(tb, err)
+	cycle, err := app.NewExpireCycle(store, telemetry, d.Now)
+	require.NoError(tb, err)
+	return cycle
+}
 
 // ExpireRun runs one expiry cycle of one instance of the job and says what
 // it expired and what it skipped because another transaction held the row.
