@@ -14,18 +14,19 @@ import (
 // line `pin expire-promotions --once` prints.
 type ExpireCycleResult = app.ExpireCycleResult
 
-// expireJob is the expiry job's parts: the cycle, shared by the runner and
-// ExpireOnce, and the runner.
-type expireJob struct {
+// expiry is the module's expiry cycle, shared by its runner and
+// ExpireOnce, with the runner and the settings they run it with.
+type expiry struct {
 	cycle    *app.ExpireCycle
 	runner   *ports.ExpireRunner
 	settings app.ExpireSettings
 }
 
-// newExpireJob builds the job from d, publishing to events. It registers
-// the job's metrics on d.Registerer, so they are exported from the start.
+// newExpiry builds the cycle and its runner from d, publishing to events.
+// It registers the cycle's metrics on d.Registerer, so they are exported
+// from the start.
 // This is where the settings' defaults are applied.
-func newExpireJob(d Deps, events adapters.Publications) (*expireJob, error) {
+func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
 	store, err := adapters.NewExpireRepository(d.DB, d.Outbox, events...)
 	if err != nil {
 		return nil, err
@@ -46,7 +47,7 @@ func newExpireJob(d Deps, events adapters.Publications) (*expireJob, error) {
 		return nil, err
 	}
 	telemetry.RunnerStarted(runner.Interval(), time.Now())
-	return &expireJob{cycle: cycle, runner: runner, settings: settings}, nil
+	return &expiry{cycle: cycle, runner: runner, settings: settings}, nil
 }
 
 // ExpireOnce runs exactly one expiry cycle of one batch of at most

@@ -80,7 +80,7 @@ func countLabel(n int) string {
 //     with the domain transition, as the cycle calls it: lock with SKIP
 //     LOCKED, load targets, count skipped-locked rows, transition and build
 //     each event in Go, one set-based UPDATE, one outbox insert, commit;
-//   - cycle: the whole cycle of one batch, app.ExpirePromotionsHandler.Handle
+//   - cycle: the whole cycle of one batch, app.ExpireCycle.Run
 //     with MaxBatchesPerCycle 1 — what `pin expire-promotions --once` and the
 //     runner do: the batch plus its logs, spans, metrics and the backlog
 //     recount;

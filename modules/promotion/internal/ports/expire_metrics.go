@@ -41,7 +41,7 @@ func newExpireMetrics(reg prometheus.Registerer, store app.ExpireStore, now func
 	m := &expireMetrics{
 		runs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "promotion_expire_run_total",
-			Help: "Expiry cycles run, whatever their outcome (liveness of the expire-promotions job).",
+			Help: "Expiry cycles run, whatever their outcome (liveness of the expire-promotions runner).",
 		}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "promotion_expire_cycle_duration_seconds",
@@ -50,15 +50,15 @@ func newExpireMetrics(reg prometheus.Registerer, store app.ExpireStore, now func
 		}),
 		items: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promotion_expire_items_total",
-			Help: "Purchases handled by the expiry job, by outcome: expired (committed) or failed (poison, left Active).",
+			Help: "Purchases handled by the expiry cycles, by outcome: expired (committed) or failed (poison, left Active).",
 		}, []string{"outcome"}),
 		interval: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "promotion_expire_interval_seconds",
-			Help: "The expiry job's configured interval (PIN_EXPIRE_INTERVAL); the not-running alert allows two of them.",
+			Help: "The expiry runner's configured interval (PIN_EXPIRE_INTERVAL); the not-running alert allows two of them.",
 		}),
 		completed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "promotion_expire_last_completed_timestamp_seconds",
-			Help: "Unix time of the last expiry cycle that completed without an infrastructure error; the job's start until one has.",
+			Help: "Unix time of the last expiry cycle that completed without an infrastructure error; the runner's start until one has.",
 		}),
 		skipLocked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "promotion_expire_skip_locked_total",
@@ -66,14 +66,14 @@ func newExpireMetrics(reg prometheus.Registerer, store app.ExpireStore, now func
 		}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "promotion_expire_errors_total",
-			Help: "Errors of the expiry job: poison items and infrastructure errors.",
+			Help: "Errors of the expiry cycles: poison items and infrastructure errors.",
 		}),
 	}
 	m.due = &dueCollector{
 		backlog: prometheus.NewDesc("promotion_expire_backlog",
 			"Active purchases whose EndsAt has passed and that are not expired yet, counted at scrape time.", nil, nil),
 		poison: prometheus.NewDesc("promotion_expire_poison_purchases",
-			"Active purchases the expiry job failed to expire and retries only in the room a batch leaves (promotion.expire_poison), counted at scrape time.", nil, nil),
+			"Active purchases the expiry cycles failed to expire and retries only in the room a batch leaves (promotion.expire_poison), counted at scrape time.", nil, nil),
 		errors: m.errors,
 		store:  store,
 		now:    now,
@@ -101,7 +101,7 @@ const scrapeCountTimeout = time.Second
 
 // dueCollector exports promotion_expire_backlog and
 // promotion_expire_poison_purchases counted when scraped, so they stay true
-// while the job is stuck. The backlog count is index-only on the partial
+// while the cycles are stuck. The backlog count is index-only on the partial
 // index promotion_purchases_expiry_idx. A failed count is counted in
 // promotion_expire_errors_total and its gauge left out of that scrape.
 type dueCollector struct {

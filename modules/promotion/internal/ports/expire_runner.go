@@ -18,7 +18,7 @@ type ExpireCycle interface {
 	Run(ctx context.Context, settings app.ExpireSettings) (app.ExpireCycleResult, error)
 }
 
-// ExpireRunner is the expire-promotions background job (a host.Runner): one
+// ExpireRunner runs the expiry cycle in the background (a host.Runner): one
 // cycle right at start, then one per interval tick. Cycles never overlap,
 // and ticks missed while a cycle overran are skipped, not queued, so an
 // overrun is not followed at once by another cycle; the next tick's cycle

@@ -27,13 +27,13 @@ func ExpireCycle(tb testing.TB, store app.ExpireStore, d ports.ExpireTelemetryDe
 	return cycle
 }
 
-// ExpireRun runs one expiry cycle of one instance of the job and says what
+// ExpireRun runs one expiry cycle of one instance and says what
 // it expired and what it skipped because another transaction held the row.
 type ExpireRun func() (expired, skippedLocked int, err error)
 
 // DrainConcurrently runs every instance in a goroutine of its own, over and
 // over, until a cycle of it finds nothing to do (nothing expired, nothing
-// skipped) — as instances of the job on several machines would drain a
+// skipped) — as instances of the runner on several machines would drain a
 // backlog. It fails tb on any instance's error and returns the sums over
 // all cycles.
 func DrainConcurrently(tb testing.TB, instances ...ExpireRun) (expired, skippedLocked int) {
