@@ -1,8 +1,9 @@
-package app_test
+package ports_test
 
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -14,6 +15,17 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
+// emptyStore has nothing due: a cycle over it runs one empty batch.
+type emptyStore struct{}
+
+func (emptyStore) ExpireBatch(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
+	return app.ExpireBatchResult{}, nil
+}
+
+func (emptyStore) CountDue(context.Context, time.Time) (int, error) { return 0, nil }
+
+func (emptyStore) CountPoison(context.Context) (int, error) { return 0, nil }
+
 // TestExpireCycleDurationLinksToTheCycleTrace: the cycle's duration is
 // observed with the cycle span's trace id as its exemplar.
 func TestExpireCycleDurationLinksToTheCycleTrace(t *testing.T) {
@@ -22,8 +34,7 @@ func TestExpireCycleDurationLinksToTheCycleTrace(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	reg := prometheus.NewRegistry()
-	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){partial(0)}}
-	h := promotiontest.ExpireCycle(t, store, ports.ExpireTelemetryDeps{Registerer: reg, TracerProvider: tp})
+	h := promotiontest.ExpireCycle(t, emptyStore{}, ports.ExpireTelemetryDeps{Registerer: reg, TracerProvider: tp})
 
 	_, err := h.Run(context.Background(), app.ExpireSettings{}.WithDefaults())
 	require.NoError(t, err)
