@@ -14,29 +14,30 @@ import (
 // line `pin expire-promotions --once` prints.
 type ExpireCycleResult = app.ExpireCycleResult
 
-// expireJob is the expiry job's parts: the cycle, shared by the runner and
-// ExpireOnce, and the runner.
-type expireJob struct {
-	cycle    *app.ExpirePromotionsHandler
+// expiry is the module's expiry cycle, shared by its runner and
+// ExpireOnce, with the runner and the settings they run it with.
+type expiry struct {
+	cycle    *app.ExpireCycle
 	runner   *ports.ExpireRunner
 	settings app.ExpireSettings
 }
 
-// newExpireJob builds the job from d, publishing to events. It registers
-// the job's metrics on d.Registerer, so they are exported from the start.
+// newExpiry builds the cycle and its runner from d, publishing to events.
+// It registers the cycle's metrics on d.Registerer, so they are exported
+// from the start.
 // This is where the settings' defaults are applied.
-func newExpireJob(d Deps, events adapters.Publications) (*expireJob, error) {
-	metrics, err := app.NewExpireMetrics(d.Registerer)
-	if err != nil {
-		return nil, err
-	}
+func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
 	store, err := adapters.NewExpireRepository(d.DB, d.Outbox, events...)
 	if err != nil {
 		return nil, err
 	}
-	cycle, err := app.NewExpirePromotionsHandler(app.ExpireDeps{
-		Store: store, Logger: d.Logger, Metrics: metrics, TracerProvider: d.TracerProvider, Now: d.Now,
+	telemetry, err := ports.NewExpireTelemetry(ports.ExpireTelemetryDeps{
+		Logger: d.Logger, Registerer: d.Registerer, TracerProvider: d.TracerProvider, Store: store, Now: d.Now,
 	})
+	if err != nil {
+		return nil, err
+	}
+	cycle, err := app.NewExpireCycle(store, telemetry, d.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -45,8 +46,8 @@ func newExpireJob(d Deps, events adapters.Publications) (*expireJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	metrics.JobStarted(runner.Interval(), time.Now())
-	return &expireJob{cycle: cycle, runner: runner, settings: settings}, nil
+	telemetry.RunnerStarted(runner.Interval(), time.Now())
+	return &expiry{cycle: cycle, runner: runner, settings: settings}, nil
 }
 
 // ExpireOnce runs exactly one expiry cycle of one batch of at most
@@ -64,7 +65,7 @@ func (m *Module) ExpireOnce(ctx context.Context, batchSize int) (ExpireCycleResu
 	if batchSize > 0 {
 		settings.BatchSize = batchSize
 	}
-	res, err := m.expire.cycle.Handle(ctx, settings)
+	res, err := m.expire.cycle.Run(ctx, settings)
 	if err != nil {
 		return res, fmt.Errorf("promotion: %w", err)
 	}

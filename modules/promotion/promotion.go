@@ -53,15 +53,15 @@ type Deps struct {
 	TracerProvider trace.TracerProvider
 	// Now is the clock; time.Now when nil. Tests move it.
 	Now func() time.Time
-	// Expire configures the expiry job.
+	// Expire configures the expiry cycle and its runner.
 	Expire ExpireSettings
 }
 
-// ExpireSettings are the expiry job's settings (PIN_EXPIRE_* variables);
+// ExpireSettings are the expiry cycle's settings (PIN_EXPIRE_* variables);
 // zero Interval, BatchSize and CycleBudget mean DefaultExpireSettings'.
 type ExpireSettings = app.ExpireSettings
 
-// DefaultExpireSettings are the job's defaults, the ones interfaces.md
+// DefaultExpireSettings are the expiry's defaults, the ones interfaces.md
 // gives for PIN_EXPIRE_*.
 func DefaultExpireSettings() ExpireSettings { return app.DefaultExpireSettings() }
 
@@ -75,7 +75,7 @@ type Module struct {
 	app     app.Application
 	http    *ports.HTTPServer
 	runners []host.Runner
-	expire  *expireJob // the expiry job (expire.go): its runner and ExpireOnce
+	expire  *expiry // the expiry cycle and its runner (expire.go)
 }
 
 var (
@@ -135,7 +135,7 @@ func newModule(d Deps, events adapters.Publications) (*Module, error) {
 		app:    application,
 		http:   ports.NewHTTPServer(application, d.Authenticate),
 	}
-	expire, err := newExpireJob(d, events)
+	expire, err := newExpiry(d, events)
 	if err != nil {
 		return nil, fmt.Errorf("promotion: %w", err)
 	}

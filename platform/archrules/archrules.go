@@ -100,20 +100,39 @@ var forbiddenInDomain = []string{
 // DomainIsPure forbids modules/*/internal/domain from depending on GORM,
 // Echo or Watermill.
 func DomainIsPure(module string) Rule {
+	return layerAvoids(module, "domain", "domain imports no GORM, Echo or Watermill", forbiddenInDomain)
+}
+
+// layerAvoids forbids modules/*/internal/<layer> (and the packages under
+// it) from depending on the libraries, directly or through another package.
+func layerAvoids(module, layer, name string, libraries []string) Rule {
 	return Rule{
-		Name: "domain imports no GORM, Echo or Watermill",
+		Name: name,
 		Check: func(pkg, dep string) bool {
-			if !strings.HasPrefix(pkg, module+"/modules/") || !strings.Contains(pkg+"/", "/internal/domain/") {
+			if !strings.HasPrefix(pkg, module+"/modules/") || !strings.Contains(pkg+"/", "/internal/"+layer+"/") {
 				return false
 			}
-			for _, f := range forbiddenInDomain {
-				if under(dep, f) {
+			for _, l := range libraries {
+				if under(dep, l) {
 					return true
 				}
 			}
 			return false
 		},
 	}
+}
+
+// forbiddenInApp are the telemetry libraries a use case must not reach: it
+// declares what it reports (an observer), and ports implement that with them.
+var forbiddenInApp = []string{
+	"github.com/prometheus",
+	"go.opentelemetry.io",
+}
+
+// AppReportsThroughPorts forbids modules/*/internal/app from depending on
+// Prometheus or OpenTelemetry, directly or through another package.
+func AppReportsThroughPorts(module string) Rule {
+	return layerAvoids(module, "app", "app imports no Prometheus or OpenTelemetry", forbiddenInApp)
 }
 
 // ModulesMeetOnlyThroughContracts forbids a package of one module from
@@ -208,6 +227,7 @@ func Rules(module string) []Rule {
 	return []Rule{
 		PlatformImportsNoModule(module),
 		DomainIsPure(module),
+		AppReportsThroughPorts(module),
 		ModulesMeetOnlyThroughContracts(module),
 		ContractIsSelfContained(module, ContractLibraries...),
 		TestSupportStaysInTests(module),

@@ -39,14 +39,18 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 		// gorm.io/gorm and example.com/money(x) are replaced by local stubs,
 		// so the imports have real-looking paths without a download;
 		// moneyx shares money's prefix but is not an allowed library.
-		"go.mod": "module " + fake + "\n\ngo 1.26\n\nrequire (\n\tgorm.io/gorm v1.0.0\n\texample.com/money v1.0.0\n\texample.com/moneyx v1.0.0\n)\n\n" +
-			"replace gorm.io/gorm => ./stub/gorm\n\nreplace example.com/money => ./stub/money\n\nreplace example.com/moneyx => ./stub/moneyx\n",
+		"go.mod": "module " + fake + "\n\ngo 1.26\n\nrequire (\n\tgorm.io/gorm v1.0.0\n\tgithub.com/prometheus/client_golang v1.0.0\n\tgo.opentelemetry.io/otel v1.0.0\n\texample.com/money v1.0.0\n\texample.com/moneyx v1.0.0\n)\n\n" +
+			"replace gorm.io/gorm => ./stub/gorm\n\nreplace github.com/prometheus/client_golang => ./stub/prometheus\n\nreplace go.opentelemetry.io/otel => ./stub/otel\n\nreplace example.com/money => ./stub/money\n\nreplace example.com/moneyx => ./stub/moneyx\n",
 		"stub/moneyx/go.mod":                                        "module example.com/moneyx\n\ngo 1.26\n",
 		"stub/moneyx/moneyx.go":                                     "package moneyx\n",
 		"stub/gorm/go.mod":                                          "module gorm.io/gorm\n\ngo 1.26\n",
 		"stub/gorm/gorm.go":                                         "package gorm\n",
 		"stub/money/go.mod":                                         "module example.com/money\n\ngo 1.26\n",
 		"stub/money/money.go":                                       "package money\n",
+		"stub/prometheus/go.mod":                                    "module github.com/prometheus/client_golang\n\ngo 1.26\n",
+		"stub/prometheus/prometheus/prometheus.go":                  "package prometheus\n",
+		"stub/otel/go.mod":                                          "module go.opentelemetry.io/otel\n\ngo 1.26\n",
+		"stub/otel/trace/trace.go":                                  "package trace\n",
 		"modules/billing/contract/contract.go":                      "package contract\n",
 		"modules/billing/ledger/ledger.go":                          "package ledger\n",
 		"modules/promotion/contract/contract.go":                    "package contract\n\nimport _ \"" + fake + "/modules/promotion/internal/app\"\n",
@@ -55,6 +59,10 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 		"modules/promotion/contract/fields.go":                      "package contract\n\nimport (\n\t_ \"example.com/money\"\n\t_ \"strings\"\n\t_ \"" + fake + "/modules/promotion/contract/v2\"\n)\n",
 		"modules/promotion/contract/v2/v2.go":                       "package v2\n",
 		"modules/promotion/internal/app/app.go":                     "package app\n",
+		"modules/promotion/internal/app/report/report.go":           "package report\n\nimport _ \"go.opentelemetry.io/otel/trace\"\n",
+		"modules/billing/internal/app/app.go":                       "package app\n\nimport _ \"" + fake + "/modules/billing/internal/metrics\"\n",
+		"modules/billing/internal/metrics/metrics.go":               "package metrics\n\nimport _ \"github.com/prometheus/client_golang/prometheus\"\n",
+		"modules/promotion/internal/ports/trace.go":                 "package ports\n\nimport _ \"go.opentelemetry.io/otel/trace\"\n",
 		"modules/promotion/internal/app/app_test.go":                "package app\n\nimport _ \"" + fake + "/modules/promotion/internal/promotiontest\"\n",
 		"modules/promotion/internal/domain/domain.go":               "package domain\n\nimport _ \"gorm.io/gorm\"\n",
 		"modules/promotion/internal/ports/ports.go":                 "package ports\n\nimport _ \"" + fake + "/modules/billing/ledger\"\n",
@@ -79,6 +87,10 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 	}{
 		{archrules.PlatformImportsNoModule(fake), []string{fake + "/platform/host -> " + fake + "/modules/billing/contract"}},
 		{archrules.DomainIsPure(fake), []string{fake + "/modules/promotion/internal/domain -> gorm.io/gorm"}},
+		{archrules.AppReportsThroughPorts(fake), []string{
+			fake + "/modules/billing/internal/app -> github.com/prometheus/client_golang/prometheus",
+			fake + "/modules/promotion/internal/app/report -> go.opentelemetry.io/otel/trace",
+		}},
 		{archrules.ModulesMeetOnlyThroughContracts(fake), []string{fake + "/modules/promotion/internal/ports -> " + fake + "/modules/billing/ledger"}},
 		{archrules.ContractIsSelfContained(fake, "example.com/money"), []string{
 			fake + "/modules/promotion/contract -> " + fake + "/modules/promotion/internal/app",
@@ -99,6 +111,24 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 			require.Equal(t, tt.want, got)
 		})
 	}
+}
+
+// TestAppRuleMatchesTheRealLibraries checks the app rule against the real
+// import paths of Prometheus and OpenTelemetry, and leaves slog and the
+// module's own packages alone.
+func TestAppRuleMatchesTheRealLibraries(t *testing.T) {
+	t.Parallel()
+	app := module + "/modules/promotion/internal/app"
+	g := archrules.Graph{
+		app: {"log/slog", "github.com/prometheus/client_golang/prometheus", "github.com/prometheus/common/expfmt",
+			"go.opentelemetry.io/otel/trace", "github.com/google/uuid", module + "/platform/correlation"},
+		module + "/modules/promotion/internal/ports": {"github.com/prometheus/client_golang/prometheus"},
+	}
+	var deps []string
+	for _, v := range archrules.Check(g, archrules.AppReportsThroughPorts(module)) {
+		deps = append(deps, v.Dependency)
+	}
+	require.ElementsMatch(t, []string{"github.com/prometheus/client_golang/prometheus", "github.com/prometheus/common/expfmt", "go.opentelemetry.io/otel/trace"}, deps)
 }
 
 // TestDomainRuleMatchesTheRealLibraries checks the domain rule against the

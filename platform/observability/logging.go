@@ -11,46 +11,30 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/trace"
-)
 
-type ctxKey int
-
-const (
-	requestIDKey ctxKey = iota
-	runIDKey
+	"github.com/pinmarket/pin/platform/correlation"
 )
 
 // WithRequestID returns a context carrying the HTTP request id.
 func WithRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, requestIDKey, id)
+	return correlation.WithRequestID(ctx, id)
 }
 
 // WithRunID returns a context carrying the id of a background run (such as
 // one expiry cycle).
 func WithRunID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, runIDKey, id)
+	return correlation.WithRunID(ctx, id)
 }
 
 // RequestID returns the request id in ctx, or "".
-func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
-}
+func RequestID(ctx context.Context) string { return correlation.RequestID(ctx) }
 
 // RunID returns the run id in ctx, or "".
-func RunID(ctx context.Context) string {
-	id, _ := ctx.Value(runIDKey).(string)
-	return id
-}
+func RunID(ctx context.Context) string { return correlation.RunID(ctx) }
 
 // CorrelationID is the id that ties an event to the operation that caused
 // it: the run id of a background cycle, else the HTTP request id.
-func CorrelationID(ctx context.Context) string {
-	if id := RunID(ctx); id != "" {
-		return id
-	}
-	return RequestID(ctx)
-}
+func CorrelationID(ctx context.Context) string { return correlation.ID(ctx) }
 
 // ParseLevel turns a PIN_LOG_LEVEL value into a slog level.
 func ParseLevel(s string) (slog.Level, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -31,7 +32,7 @@ type expireBundle struct {
 	db        *testbed.Database
 	publisher *outbox.Publisher
 	store     *ExpireRepository
-	cycle     *app.ExpirePromotionsHandler
+	cycle     *app.ExpireCycle
 	logs      *promotiontest.LogBuffer
 	reg       *prometheus.Registry
 	spans     *tracetest.SpanRecorder
@@ -49,12 +50,7 @@ func newExpireBundle(tb testing.TB) *expireBundle {
 	store, err := NewExpireRepository(db.Gorm, publisher)
 	require.NoError(tb, err)
 	reg := prometheus.NewRegistry()
-	metrics, err := app.NewExpireMetrics(reg)
-	require.NoError(tb, err)
-	cycle, err := app.NewExpirePromotionsHandler(app.ExpireDeps{
-		Store: store, Logger: logger, Metrics: metrics, TracerProvider: tp,
-	})
-	require.NoError(tb, err)
+	cycle := promotiontest.ExpireCycle(tb, store, ports.ExpireTelemetryDeps{Logger: logger, Registerer: reg, TracerProvider: tp})
 	pkg := promotiontest.InsertPackage(tb, db, promotiontest.Package{
 		Code: "expire-test-" + strings.ToLower(uuid.NewString()[:8]), Name: "Expire test week",
 		Kind: domain.PackageKindProjectBoost, DurationDays: 7, BoostWeight: 10,
@@ -69,7 +65,7 @@ func newExpireBundle(tb testing.TB) *expireBundle {
 // run runs one cycle with the given batch size and batch limit.
 func (b *expireBundle) run(tb testing.TB, batchSize, maxBatches int) app.ExpireCycleResult {
 	tb.Helper()
-	res, err := b.cycle.Handle(b.ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: maxBatches}.WithDefaults())
+	res, err := b.cycle.Run(b.ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: maxBatches}.WithDefaults())
 	require.NoError(tb, err)
 	return res
 }

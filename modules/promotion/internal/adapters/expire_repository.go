@@ -93,9 +93,6 @@ func (r *ExpireRepository) expireBatch(ctx context.Context, b app.ExpireBatch, r
 			return err
 		}
 		res.SkippedLocked, res.Retried, res.Selected = sel.skipped, sel.retried, len(sel.rows)
-		if b.Selected != nil {
-			b.Selected(len(sel.rows))
-		}
 		if len(sel.rows) == 0 {
 			return nil
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/postgres"
@@ -307,7 +307,7 @@ func TestExpireInfrastructureErrorRollsBackBatch(t *testing.T) {
 	// row's fault.
 	b.failUpdatesOf(t, ids[3], "40001")
 
-	res, err := b.cycle.Handle(b.ctx, app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}.WithDefaults())
+	res, err := b.cycle.Run(b.ctx, app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}.WithDefaults())
 
 	require.Error(t, err)
 	require.Zero(t, res.Expired)
@@ -364,7 +364,7 @@ func TestExpireParallelInstances(t *testing.T) {
 	ids := b.insertDue(t, 1000)
 
 	instance := func() (int, int, error) {
-		res, err := b.cycle.Handle(b.ctx, app.ExpireSettings{BatchSize: 50, MaxBatchesPerCycle: 1}.WithDefaults())
+		res, err := b.cycle.Run(b.ctx, app.ExpireSettings{BatchSize: 50, MaxBatchesPerCycle: 1}.WithDefaults())
 		return res.Expired, res.SkippedLocked, err
 	}
 	total, skipped := promotiontest.DrainConcurrently(t, instance, instance, instance)
@@ -526,7 +526,7 @@ func TestExpireRacesWithCancel(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := b.cycle.Handle(b.ctx, app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 1}.WithDefaults()); err != nil {
+				if _, err := b.cycle.Run(b.ctx, app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 1}.WithDefaults()); err != nil {
 					errs <- err
 					return
 				}
@@ -637,7 +637,7 @@ func BenchmarkExpireBatch200(b *testing.B) {
 		bundle.insertDue(b, 200)
 		before := processCPU(b)
 		b.StartTimer()
-		res, err := bundle.cycle.Handle(bundle.ctx, app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}.WithDefaults())
+		res, err := bundle.cycle.Run(bundle.ctx, app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}.WithDefaults())
 		b.StopTimer()
 		cpu += processCPU(b) - before
 		b.StartTimer()
@@ -711,9 +711,8 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	fresh := b.insertDue(t, batch)
 	store, err := NewExpireRepository(b.db.Gorm, b.publisher)
 	require.NoError(t, err)
-	cycle, err := app.NewExpirePromotionsHandler(app.ExpireDeps{Store: store, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	res, err := cycle.Handle(b.ctx, app.ExpireSettings{BatchSize: batch, MaxBatchesPerCycle: 1}.WithDefaults())
+	cycle := promotiontest.ExpireCycle(t, store, ports.ExpireTelemetryDeps{})
+	res, err := cycle.Run(b.ctx, app.ExpireSettings{BatchSize: batch, MaxBatchesPerCycle: 1}.WithDefaults())
 	require.NoError(t, err)
 	require.Equal(t, batch, res.Expired)
 	require.Zero(t, res.Failed, "a full batch leaves no room for a retry")

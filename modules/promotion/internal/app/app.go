@@ -1,7 +1,9 @@
 // Package app holds the promotion module's use cases, one file each: what a
 // caller may ask for, the rules of asking, and the order of the steps. It
 // talks to storage only through the repository interfaces below, which the
-// adapters package implements; it knows nothing of HTTP, SQL or Kafka.
+// adapters package implements; it knows nothing of HTTP, SQL or Kafka, nor
+// of Prometheus or OpenTelemetry: a use case that reports declares an
+// observer (ExpireObserver), which ports implements.
 package app
 
 import (

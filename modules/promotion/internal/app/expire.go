@@ -5,20 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
-	"github.com/pinmarket/pin/platform/observability"
+	"github.com/pinmarket/pin/platform/correlation"
 )
 
-// ExpireSettings are the expiry job's settings (PIN_EXPIRE_*, interfaces.md).
+// ExpireSettings are the expiry cycle's settings (PIN_EXPIRE_*, interfaces.md).
 type ExpireSettings struct {
 	// Interval is the time between the starts of two cycles.
 	Interval time.Duration
@@ -55,7 +50,7 @@ func (s ExpireSettings) WithDefaults() ExpireSettings {
 	return s
 }
 
-// ExpireStore is the storage side of the expiry job.
+// ExpireStore is the storage side of the expiry cycle.
 type ExpireStore interface {
 	// ExpireBatch runs one batch in one transaction: it locks up to
 	// b.Limit Active purchases with EndsAt <= b.AsOf (oldest EndsAt first,
@@ -69,14 +64,14 @@ type ExpireStore interface {
 	// returned; the locks are released either way.
 	ExpireBatch(ctx context.Context, b ExpireBatch) (ExpireBatchResult, error)
 	// CountDue counts the Active purchases with EndsAt <= asOf: the
-	// backlog of the job.
+	// backlog of the expiry.
 	CountDue(ctx context.Context, asOf time.Time) (int, error)
-	// CountPoison counts the Active purchases the job knows as poison
+	// CountPoison counts the Active purchases the cycle knows as poison
 	// (failed before, retried only in the room a batch leaves).
 	CountPoison(ctx context.Context) (int, error)
 }
 
-// ExpireBatch is what one batch of the expiry job works on.
+// ExpireBatch is what one batch of the expiry cycle works on.
 type ExpireBatch struct {
 	// AsOf is the cycle's moment: purchases with EndsAt <= AsOf are due.
 	AsOf time.Time
@@ -88,9 +83,6 @@ type ExpireBatch struct {
 	// Expire applies the transition to one locked purchase. The store may
 	// call it for different purchases concurrently.
 	Expire func(*domain.Purchase) error
-	// Selected, when set, is called inside the transaction once the batch's
-	// rows are locked, with their number.
-	Selected func(count int)
 }
 
 // ExpireBatchResult is the outcome of a committed batch.
@@ -153,53 +145,52 @@ func (r ExpireCycleResult) MarshalJSON() ([]byte, error) {
 	}{r.RunID.String(), r.AsOf, r.Expired, r.SkippedLocked, r.Failed, r.Duration.Milliseconds()})
 }
 
-// ExpireDeps are what the expiry cycle is built from.
-type ExpireDeps struct {
-	Store  ExpireStore
-	Logger *slog.Logger
-	// Metrics may be nil (nothing is counted).
-	Metrics *ExpireMetrics
-	// TracerProvider may be nil (no spans).
-	TracerProvider trace.TracerProvider
-	// Now is the clock that sets AsOf; time.Now when nil.
-	Now func() time.Time
+// ExpireObserver is what an expiry cycle reports, in the order it happens:
+// a cycle's start, each batch's start and outcome, the cycle's outcome.
+// Logs, metrics and spans implement it (ports.ExpireTelemetry); the cycle
+// itself knows none of them. A Started method returns the context the work
+// runs under, so a span can carry what follows.
+type ExpireObserver interface {
+	// CycleStarted reports a cycle whose RunID and AsOf are set.
+	CycleStarted(ctx context.Context, cycle ExpireCycleResult, settings ExpireSettings) context.Context
+	// BatchStarted reports a batch about to run with limit rows at most.
+	BatchStarted(ctx context.Context, limit int) context.Context
+	// BatchCommitted reports a committed batch: what it selected, expired,
+	// left out as poison and dropped as changed by another writer.
+	BatchCommitted(ctx context.Context, batch ExpireBatchResult)
+	// BatchFailed reports a batch rolled back on an infrastructure error.
+	BatchFailed(ctx context.Context, err error)
+	// CycleCompleted reports a cycle that ended without an infrastructure
+	// error, with its counts and duration.
+	CycleCompleted(ctx context.Context, cycle ExpireCycleResult)
+	// CycleFailed reports a cycle that ended on err, with the counts of the
+	// batches committed before it.
+	CycleFailed(ctx context.Context, cycle ExpireCycleResult, err error)
 }
 
-// ExpirePromotionsHandler runs expiry cycles: every Active purchase whose
-// EndsAt has passed becomes Expired (INV-6), with its event, batch by batch.
-// Several handlers, in one process or many, may run at once: the row locks
-// (FOR UPDATE SKIP LOCKED) give each purchase to one of them.
-type ExpirePromotionsHandler struct {
-	store   ExpireStore
-	logger  *slog.Logger
-	metrics *ExpireMetrics
-	tracer  trace.Tracer
-	now     func() time.Time
+// ExpireCycle runs expiry cycles: every Active purchase whose EndsAt has
+// passed becomes Expired (INV-6), with its event, batch by batch. Several
+// cycles, in one process or many, may run at once: the row locks (FOR
+// UPDATE SKIP LOCKED) give each purchase to one of them.
+type ExpireCycle struct {
+	store    ExpireStore
+	observer ExpireObserver
+	now      func() time.Time
 }
 
-// tracerName names the spans of the promotion module.
-const tracerName = "github.com/pinmarket/pin/modules/promotion"
-
-// NewExpirePromotionsHandler builds the handler.
-func NewExpirePromotionsHandler(cfg ExpireDeps) (*ExpirePromotionsHandler, error) {
-	if cfg.Store == nil || cfg.Logger == nil {
-		return nil, errors.New("app: expire promotions: a store and a logger are required")
+// NewExpireCycle builds the cycle on store, reporting to observer. now is
+// the clock that sets AsOf; time.Now when nil.
+func NewExpireCycle(store ExpireStore, observer ExpireObserver, now func() time.Time) (*ExpireCycle, error) {
+	if store == nil || observer == nil {
+		return nil, errors.New("app: expire cycle: a store and an observer are required")
 	}
-	tp := cfg.TracerProvider
-	if tp == nil {
-		tp = noop.NewTracerProvider()
+	if now == nil {
+		now = time.Now
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	cfg.Metrics.countFrom(cfg.Store, cfg.Now)
-	return &ExpirePromotionsHandler{
-		store: cfg.Store, logger: cfg.Logger, metrics: cfg.Metrics,
-		tracer: tp.Tracer(tracerName), now: cfg.Now,
-	}, nil
+	return &ExpireCycle{store: store, observer: observer, now: now}, nil
 }
 
-// Handle runs one cycle. AsOf is the clock's time (UTC, microseconds, as
+// Run runs one cycle. AsOf is the clock's time (UTC, microseconds, as
 // stored); the cycle's run id goes on the context, so it is in every log
 // line (run_id), on the cycle span and in every event (correlation id).
 //
@@ -209,7 +200,7 @@ func NewExpirePromotionsHandler(cfg ExpireDeps) (*ExpirePromotionsHandler, error
 // stop's deadline) can roll it back. Poison items are not errors; an
 // infrastructure error is returned together with the counts of the batches
 // that committed before it.
-func (h *ExpirePromotionsHandler) Handle(ctx context.Context, settings ExpireSettings) (ExpireCycleResult, error) {
+func (c *ExpireCycle) Run(ctx context.Context, settings ExpireSettings) (ExpireCycleResult, error) {
 	started := time.Now()
 	if settings.BatchSize <= 0 || settings.CycleBudget <= 0 {
 		return ExpireCycleResult{}, fmt.Errorf("expire promotions: batch size %d and budget %s must be positive (ExpireSettings.WithDefaults)", settings.BatchSize, settings.CycleBudget)
@@ -218,40 +209,19 @@ func (h *ExpirePromotionsHandler) Handle(ctx context.Context, settings ExpireSet
 	if err != nil {
 		return ExpireCycleResult{}, fmt.Errorf("expire promotions: run id: %w", err)
 	}
-	res := ExpireCycleResult{RunID: runID, AsOf: h.now().UTC().Truncate(time.Microsecond)}
-	ctx = observability.WithRunID(ctx, runID.String())
-	ctx, span := h.tracer.Start(ctx, "expire-promotions.cycle", trace.WithAttributes(
-		attribute.String("pin.run_id", runID.String()),
-		attribute.String("pin.correlation_id", runID.String()),
-		attribute.String("pin.expire.as_of", res.AsOf.Format(time.RFC3339Nano)),
-		attribute.Int("pin.expire.batch_size", settings.BatchSize),
-	))
-	defer span.End()
-	h.logger.InfoContext(ctx, "cycle started", "as_of", res.AsOf, "batch_size", settings.BatchSize)
+	res := ExpireCycleResult{RunID: runID, AsOf: c.now().UTC().Truncate(time.Microsecond)}
+	ctx = correlation.WithRunID(ctx, runID.String())
+	ctx = c.observer.CycleStarted(ctx, res, settings)
 
 	// The work is not cancelled with ctx, nor by the budget: a batch is
 	// finished whole.
-	err = h.runBatches(ctx, context.WithoutCancel(ctx), started.Add(settings.CycleBudget), settings, &res)
+	err = c.runBatches(ctx, context.WithoutCancel(ctx), started.Add(settings.CycleBudget), settings, &res)
 	res.Duration = time.Since(started)
-
-	span.SetAttributes(
-		attribute.Int("pin.expire.batches", res.Batches),
-		attribute.Int("pin.expire.expired", res.Expired),
-		attribute.Int("pin.expire.skipped_locked", res.SkippedLocked),
-		attribute.Int("pin.expire.failed", res.Failed),
-	)
-	h.metrics.cycleDone(ctx, res.Duration, err != nil, time.Now())
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, "expiry cycle failed")
-		h.logger.ErrorContext(ctx, "cycle failed", "error", err,
-			"expired", res.Expired, "skipped_locked", res.SkippedLocked, "failed", res.Failed,
-			"duration_ms", res.Duration.Milliseconds())
+		c.observer.CycleFailed(ctx, res, err)
 		return res, fmt.Errorf("expire promotions: run %s: %w", runID, err)
 	}
-	h.logger.InfoContext(ctx, "cycle completed",
-		"expired", res.Expired, "skipped_locked", res.SkippedLocked, "failed", res.Failed,
-		"duration_ms", res.Duration.Milliseconds(), "batches", res.Batches)
+	c.observer.CycleCompleted(ctx, res)
 	return res, nil
 }
 
@@ -259,15 +229,15 @@ func (h *ExpirePromotionsHandler) Handle(ctx context.Context, settings ExpireSet
 // and the budget (spent at budgetEnd) allow, and nobody asked to stop. It
 // stops at the first infrastructure error: that batch is rolled back, and
 // the next cycle retries it.
-func (h *ExpirePromotionsHandler) runBatches(ctx, work context.Context, budgetEnd time.Time, settings ExpireSettings, res *ExpireCycleResult) error {
+func (c *ExpireCycle) runBatches(ctx, work context.Context, budgetEnd time.Time, settings ExpireSettings, res *ExpireCycleResult) error {
 	var exclude []uuid.UUID
 	var last time.Duration
 	for {
-		if res.Batches > 0 && !h.mayTakeAnother(ctx, budgetEnd, settings, res.Batches, last) {
+		if res.Batches > 0 && !mayTakeAnother(ctx, budgetEnd, settings, res.Batches, last) {
 			return nil
 		}
 		batchStarted := time.Now()
-		b, err := h.runBatch(work, settings, res.AsOf, exclude)
+		b, err := c.runBatch(work, settings, res.AsOf, exclude)
 		last = time.Since(batchStarted)
 		if err != nil {
 			return err
@@ -291,7 +261,7 @@ func (h *ExpirePromotionsHandler) runBatches(ctx, work context.Context, budgetEn
 // mayTakeAnother decides whether a full batch is followed by another in the
 // same cycle. A batch is started only when the budget left is at least what
 // the last batch took, so the cycle is expected to end within its budget.
-func (h *ExpirePromotionsHandler) mayTakeAnother(ctx context.Context, budgetEnd time.Time, settings ExpireSettings, done int, last time.Duration) bool {
+func mayTakeAnother(ctx context.Context, budgetEnd time.Time, settings ExpireSettings, done int, last time.Duration) bool {
 	if settings.MaxBatchesPerCycle > 0 && done >= settings.MaxBatchesPerCycle {
 		return false
 	}
@@ -301,63 +271,19 @@ func (h *ExpirePromotionsHandler) mayTakeAnother(ctx context.Context, budgetEnd 
 	return time.Until(budgetEnd) >= last
 }
 
-// runBatch runs one batch and reports it: logs, metrics and a span, under
-// which the outbox publication's span nests.
-func (h *ExpirePromotionsHandler) runBatch(ctx context.Context, settings ExpireSettings, asOf time.Time, exclude []uuid.UUID) (ExpireBatchResult, error) {
-	ctx, span := h.tracer.Start(ctx, "expire-promotions.batch", trace.WithAttributes(
-		attribute.String("pin.run_id", observability.RunID(ctx)),
-		attribute.Int("pin.expire.limit", settings.BatchSize),
-	))
-	defer span.End()
-
-	b, err := h.store.ExpireBatch(ctx, ExpireBatch{
+// runBatch runs one batch and reports it.
+func (c *ExpireCycle) runBatch(ctx context.Context, settings ExpireSettings, asOf time.Time, exclude []uuid.UUID) (ExpireBatchResult, error) {
+	ctx = c.observer.BatchStarted(ctx, settings.BatchSize)
+	b, err := c.store.ExpireBatch(ctx, ExpireBatch{
 		AsOf:    asOf,
 		Limit:   settings.BatchSize,
 		Exclude: exclude,
 		Expire:  func(p *domain.Purchase) error { return p.Expire(asOf) },
-		Selected: func(count int) {
-			h.logger.InfoContext(ctx, "batch selected", "count", count)
-		},
 	})
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, "expiry batch rolled back")
+		c.observer.BatchFailed(ctx, err)
 		return ExpireBatchResult{}, fmt.Errorf("expire batch: %w", err)
 	}
-
-	tenants := make(map[string]struct{})
-	for _, p := range b.Expired {
-		tenants[p.TenantID().String()] = struct{}{}
-		span.AddEvent("promotion expired", trace.WithAttributes(
-			attribute.String("pin.purchase_id", p.ID().String()),
-			attribute.String("pin.tenant_id", p.TenantID().String()),
-		))
-		h.logger.InfoContext(ctx, "promotion expired",
-			"purchase_id", p.ID(), "tenant_id", p.TenantID(),
-			"package_kind", string(p.PackageKind()), "targets_count", len(p.Targets()))
-	}
-	for _, f := range b.Failed {
-		span.AddEvent("item failed", trace.WithAttributes(
-			attribute.String("pin.purchase_id", f.PurchaseID.String()),
-			attribute.String("exception.message", f.Err.Error()),
-		))
-		h.logger.ErrorContext(ctx, "item failed", "purchase_id", f.PurchaseID, "error", f.Err)
-	}
-	for _, s := range b.Superseded {
-		h.logger.DebugContext(ctx, "item dropped: changed by another writer",
-			"purchase_id", s.PurchaseID, "status", string(s.Status), "version", s.Version)
-	}
-	tenantIDs := make([]string, 0, len(tenants))
-	for id := range tenants {
-		tenantIDs = append(tenantIDs, id)
-	}
-	span.SetAttributes(
-		attribute.Int("pin.expire.selected", b.Selected),
-		attribute.Int("pin.expire.expired", len(b.Expired)),
-		attribute.Int("pin.expire.failed", len(b.Failed)),
-		attribute.Int("pin.expire.skipped_locked", b.SkippedLocked),
-		attribute.StringSlice("pin.tenant_ids", tenantIDs),
-	)
-	h.metrics.batchDone(len(b.Expired), len(b.Failed), b.SkippedLocked+len(b.Superseded))
+	c.observer.BatchCommitted(ctx, b)
 	return b, nil
 }

@@ -3,8 +3,6 @@ package app_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -16,6 +14,8 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
 // scriptedStore plays back one scripted outcome per batch. It stands in for
@@ -61,23 +61,19 @@ func partial(n int) func(context.Context, app.ExpireBatch) (app.ExpireBatchResul
 	}
 }
 
-func newCycle(tb testing.TB, store app.ExpireStore) (*app.ExpirePromotionsHandler, *prometheus.Registry) {
+// newCycle builds the cycle on store with the telemetry production uses,
+// whose metrics it exports on the registry returned.
+func newCycle(tb testing.TB, store app.ExpireStore) (*app.ExpireCycle, *prometheus.Registry) {
 	tb.Helper()
 	reg := prometheus.NewRegistry()
-	metrics, err := app.NewExpireMetrics(reg)
-	require.NoError(tb, err)
-	h, err := app.NewExpirePromotionsHandler(app.ExpireDeps{
-		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics,
-	})
-	require.NoError(tb, err)
-	return h, reg
+	return promotiontest.ExpireCycle(tb, store, ports.ExpireTelemetryDeps{Registerer: reg}), reg
 }
 
 func TestExpireCycleDefaults(t *testing.T) {
 	t.Parallel()
 	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){partial(0)}}
 	h, _ := newCycle(t, store)
-	res, err := h.Handle(context.Background(), app.ExpireSettings{}.WithDefaults())
+	res, err := h.Run(context.Background(), app.ExpireSettings{}.WithDefaults())
 	require.NoError(t, err)
 	require.Len(t, store.batches, 1)
 	require.Equal(t, app.DefaultExpireSettings().BatchSize, store.batches[0].Limit)
@@ -106,7 +102,7 @@ func TestExpireCycleBatchLimit(t *testing.T) {
 			t.Parallel()
 			store := &scriptedStore{script: tc.script}
 			h, _ := newCycle(t, store)
-			res, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: tc.maxBatches}.WithDefaults())
+			res, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: tc.maxBatches}.WithDefaults())
 			require.NoError(t, err)
 			require.Equal(t, tc.want, res.Batches)
 			require.Len(t, store.batches, tc.want)
@@ -137,7 +133,7 @@ func TestExpireCycleBudget(t *testing.T) {
 					},
 				}}
 				h, _ := newCycle(t, store)
-				res, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 10, CycleBudget: tc.budget}.WithDefaults())
+				res, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 10, CycleBudget: tc.budget}.WithDefaults())
 				require.NoError(t, err)
 				require.Equal(t, tc.want, res.Batches)
 			})
@@ -157,7 +153,7 @@ func TestExpireCycleStopFinishesBatchInFlight(t *testing.T) {
 		},
 	}}
 	h, _ := newCycle(t, store)
-	res, err := h.Handle(ctx, app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0}.WithDefaults())
+	res, err := h.Run(ctx, app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0}.WithDefaults())
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Batches, "no batch after the stop")
 	require.NoError(t, store.ctxErrs[0], "the batch in flight was not cancelled")
@@ -177,7 +173,7 @@ func TestExpireCycleInfrastructureError(t *testing.T) {
 		},
 	}}
 	h, reg := newCycle(t, store)
-	res, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 2, MaxBatchesPerCycle: 0}.WithDefaults())
+	res, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 2, MaxBatchesPerCycle: 0}.WithDefaults())
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, 1, res.Batches)
 	require.Equal(t, 1, res.Failed)
@@ -198,7 +194,7 @@ func TestExpireCycleExcludesFailedItems(t *testing.T) {
 		partial(0),
 	}}
 	h, _ := newCycle(t, store)
-	res, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}.WithDefaults())
+	res, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}.WithDefaults())
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Batches)
 	require.Empty(t, store.batches[0].Exclude)
@@ -218,7 +214,7 @@ func TestExpireCycleCountsSupersededWithSkipped(t *testing.T) {
 		partial(0),
 	}}
 	h, reg := newCycle(t, store)
-	res, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}.WithDefaults())
+	res, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}.WithDefaults())
 	require.NoError(t, err)
 	require.Equal(t, 1, res.SkippedLocked)
 	require.Zero(t, res.Failed)
@@ -246,9 +242,9 @@ func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
 func TestExpireCycleRefusesSettingsWithoutDefaults(t *testing.T) {
 	t.Parallel()
 	h, _ := newCycle(t, &scriptedStore{})
-	_, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 10})
+	_, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 10})
 	require.ErrorContains(t, err, "must be positive")
-	_, err = h.Handle(context.Background(), app.ExpireSettings{CycleBudget: time.Second})
+	_, err = h.Run(context.Background(), app.ExpireSettings{CycleBudget: time.Second})
 	require.ErrorContains(t, err, "must be positive")
 }
 
@@ -269,7 +265,7 @@ func TestExpireCycleBatchSlowerThanBudgetCommits(t *testing.T) {
 			},
 		}}
 		h, reg := newCycle(t, store)
-		res, err := h.Handle(context.Background(), app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0, CycleBudget: time.Second}.WithDefaults())
+		res, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0, CycleBudget: time.Second}.WithDefaults())
 		require.NoError(t, err, "the batch in flight commits")
 		require.Equal(t, 1, res.Batches, "the budget is spent: no new batch")
 		require.Len(t, store.batches, 1)

@@ -80,7 +80,7 @@ func countLabel(n int) string {
 //     with the domain transition, as the cycle calls it: lock with SKIP
 //     LOCKED, load targets, count skipped-locked rows, transition and build
 //     each event in Go, one set-based UPDATE, one outbox insert, commit;
-//   - cycle: the whole cycle of one batch, app.ExpirePromotionsHandler.Handle
+//   - cycle: the whole cycle of one batch, app.ExpireCycle.Run
 //     with MaxBatchesPerCycle 1 — what `pin expire-promotions --once` and the
 //     runner do: the batch plus its logs, spans, metrics and the backlog
 //     recount;
@@ -119,7 +119,7 @@ func benchBatch(b *testing.B, f *fixture, inst *instance) {
 			require.Len(tb, res.Expired, batchSize)
 		},
 		"cycle": func(tb testing.TB) {
-			res, err := inst.cycle.Handle(ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 1}.WithDefaults())
+			res, err := inst.cycle.Run(ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 1}.WithDefaults())
 			require.NoError(tb, err)
 			require.Equal(tb, batchSize, res.Expired)
 		},
@@ -214,7 +214,7 @@ func benchDrain(b *testing.B, f *fixture, ref *reference, instances []*instance)
 			for i, inst := range instances[:n] {
 				wg.Go(func() {
 					for {
-						res, err := inst.cycle.Handle(ctx, cmd)
+						res, err := inst.cycle.Run(ctx, cmd)
 						if err != nil || res.Expired == 0 {
 							errs[i] = err
 							return

@@ -18,6 +18,8 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -232,7 +234,7 @@ func (f *fixture) requireExpiredOnce(tb testing.TB, want int) {
 type instance struct {
 	db    *gorm.DB
 	store *adapters.ExpireRepository
-	cycle *app.ExpirePromotionsHandler
+	cycle *app.ExpireCycle
 }
 
 func newInstance(tb testing.TB, url string) *instance {
@@ -252,12 +254,9 @@ func newInstance(tb testing.TB, url string) *instance {
 	require.NoError(tb, err)
 	store, err := adapters.NewExpireRepository(db, publisher)
 	require.NoError(tb, err)
-	metrics, err := app.NewExpireMetrics(prometheus.NewRegistry())
-	require.NoError(tb, err)
-	cycle, err := app.NewExpirePromotionsHandler(app.ExpireDeps{
-		Store: store, Logger: logger.With("module", "promotion"), Metrics: metrics, TracerProvider: tp,
+	cycle := promotiontest.ExpireCycle(tb, store, ports.ExpireTelemetryDeps{
+		Logger: logger.With("module", "promotion"), Registerer: prometheus.NewRegistry(), TracerProvider: tp,
 	})
-	require.NoError(tb, err)
 	return &instance{db: db, store: store, cycle: cycle}
 }
 

@@ -175,7 +175,7 @@ func benchReference(b *testing.B, f *fixture, ref *reference, inst *instance) {
 		f.exec(tb, `CHECKPOINT`)
 		started := time.Now()
 		for {
-			res, err := inst.cycle.Handle(ctx, cmd)
+			res, err := inst.cycle.Run(ctx, cmd)
 			require.NoError(tb, err)
 			if res.Expired == 0 {
 				took := time.Since(started)
@@ -228,7 +228,7 @@ func BenchmarkExpireReferenceOnce(b *testing.B) {
 	lastBatches := (dueBacklog - batchSize) / batchSize
 	module := func(tb testing.TB) time.Duration {
 		f.restoreAll(tb)
-		res, err := inst.cycle.Handle(ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: lastBatches}.WithDefaults())
+		res, err := inst.cycle.Run(ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: lastBatches}.WithDefaults())
 		require.NoError(tb, err)
 		require.Equal(tb, dueBacklog-batchSize, res.Expired)
 		f.exec(tb, `CHECKPOINT`)

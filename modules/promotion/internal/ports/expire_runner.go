@@ -13,12 +13,12 @@ import (
 // pin_runner_restarts_total{runner}.
 const ExpireRunnerName = "expire-promotions"
 
-// ExpireCycle runs one expiry cycle; *app.ExpirePromotionsHandler is one.
+// ExpireCycle runs one expiry cycle; *app.ExpireCycle is one.
 type ExpireCycle interface {
-	Handle(ctx context.Context, settings app.ExpireSettings) (app.ExpireCycleResult, error)
+	Run(ctx context.Context, settings app.ExpireSettings) (app.ExpireCycleResult, error)
 }
 
-// ExpireRunner is the expire-promotions background job (a host.Runner): one
+// ExpireRunner runs the expiry cycle in the background (a host.Runner): one
 // cycle right at start, then one per interval tick. Cycles never overlap,
 // and ticks missed while a cycle overran are skipped, not queued, so an
 // overrun is not followed at once by another cycle; the next tick's cycle
@@ -60,7 +60,7 @@ func (r *ExpireRunner) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	for {
 		started := time.Now()
-		_, _ = r.cycle.Handle(ctx, r.settings)
+		_, _ = r.cycle.Run(ctx, r.settings)
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -27,7 +27,7 @@ import (
 type expireRunnerBundle struct {
 	ctx    context.Context
 	db     *testbed.Database
-	cycle  *app.ExpirePromotionsHandler
+	cycle  *app.ExpireCycle
 	logs   *promotiontest.LogBuffer
 	logger *slog.Logger
 	pkg    promotiontest.Package
@@ -40,8 +40,7 @@ func newExpireRunnerBundle(tb testing.TB) *expireRunnerBundle {
 	logger := observability.NewLogger(logs, slog.LevelInfo)
 	store, err := adapters.NewExpireRepository(db.Gorm, promotiontest.Publisher(tb, logger, nil))
 	require.NoError(tb, err)
-	cycle, err := app.NewExpirePromotionsHandler(app.ExpireDeps{Store: store, Logger: logger})
-	require.NoError(tb, err)
+	cycle := promotiontest.ExpireCycle(tb, store, ports.ExpireTelemetryDeps{Logger: logger})
 	pkg := promotiontest.InsertPackage(tb, db, promotiontest.Package{
 		Code: "runner-test-week", Name: "Runner test", Kind: domain.PackageKindPostBoost,
 		DurationDays: 7, BoostWeight: 5, Price: decimal.RequireFromString("99.90"),

@@ -31,7 +31,7 @@ type fakeCycle struct {
 	ctxs      []context.Context
 }
 
-func (f *fakeCycle) Handle(ctx context.Context, _ app.ExpireSettings) (app.ExpireCycleResult, error) {
+func (f *fakeCycle) Run(ctx context.Context, _ app.ExpireSettings) (app.ExpireCycleResult, error) {
 	if f.running.Add(1) > 1 {
 		f.overlap.Store(true)
 	}
@@ -192,8 +192,8 @@ func TestExpireRunnerTicksOneIntervalApart(t *testing.T) {
 // cycleFunc is a ports.ExpireCycle made of a function.
 type cycleFunc func(context.Context)
 
-// Handle implements ports.ExpireCycle.
-func (f cycleFunc) Handle(ctx context.Context, _ app.ExpireSettings) (app.ExpireCycleResult, error) {
+// Run implements ports.ExpireCycle.
+func (f cycleFunc) Run(ctx context.Context, _ app.ExpireSettings) (app.ExpireCycleResult, error) {
 	f(ctx)
 	return app.ExpireCycleResult{}, nil
 }

@@ -1,19 +1,39 @@
 package promotiontest
 
 import (
+	"log/slog"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 )
 
-// ExpireRun runs one expiry cycle of one instance of the job and says what
+// ExpireCycle builds the expiry cycle on store, reporting through the
+// telemetry production uses (ports.ExpireTelemetry) built from d, whose
+// Store is set to store. A nil d.Logger discards the logs.
+func ExpireCycle(tb testing.TB, store app.ExpireStore, d ports.ExpireTelemetryDeps) *app.ExpireCycle {
+	tb.Helper()
+	d.Store = store
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	telemetry, err := ports.NewExpireTelemetry(d)
+	require.NoError(tb, err)
+	cycle, err := app.NewExpireCycle(store, telemetry, d.Now)
+	require.NoError(tb, err)
+	return cycle
+}
+
+// ExpireRun runs one expiry cycle of one instance and says what
 // it expired and what it skipped because another transaction held the row.
 type ExpireRun func() (expired, skippedLocked int, err error)
 
 // DrainConcurrently runs every instance in a goroutine of its own, over and
 // over, until a cycle of it finds nothing to do (nothing expired, nothing
-// skipped) — as instances of the job on several machines would drain a
+// skipped) — as instances of the runner on several machines would drain a
 // backlog. It fails tb on any instance's error and returns the sums over
 // all cycles.
 func DrainConcurrently(tb testing.TB, instances ...ExpireRun) (expired, skippedLocked int) {

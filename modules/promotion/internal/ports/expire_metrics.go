@@ -1,27 +1,27 @@
-package app
+package ports
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/platform/observability"
 )
 
 // Outcomes of promotion_expire_items_total.
 const (
-	ExpireOutcomeExpired = "expired"
-	ExpireOutcomeFailed  = "failed"
+	expireOutcomeExpired = "expired"
+	expireOutcomeFailed  = "failed"
 )
 
-// ExpireMetrics are the expiry job's Prometheus metrics. Their names are
+// expireMetrics are the expiry cycle's Prometheus metrics. Their names are
 // fixed: the dashboard and the alerts of docs/expire-promotions-job.md use
-// them. A nil *ExpireMetrics counts nothing.
-type ExpireMetrics struct {
+// them.
+type expireMetrics struct {
 	runs       prometheus.Counter
 	duration   prometheus.Histogram
 	items      *prometheus.CounterVec
@@ -32,15 +32,16 @@ type ExpireMetrics struct {
 	errors     prometheus.Counter
 }
 
-// NewExpireMetrics creates the metrics and registers them on reg, so they
+// newExpireMetrics creates the metrics and registers them on reg, so they
 // are exported from the start with zero values (both outcomes of
 // promotion_expire_items_total included): an alert on "no increase" needs a
-// series that exists. With a nil reg they are kept but not exported.
-func NewExpireMetrics(reg prometheus.Registerer) (*ExpireMetrics, error) {
-	m := &ExpireMetrics{
+// series that exists. With a nil reg they are kept but not exported. The
+// backlog and poison gauges are counted in store as of now() at scrape time.
+func newExpireMetrics(reg prometheus.Registerer, store app.ExpireStore, now func() time.Time) (*expireMetrics, error) {
+	m := &expireMetrics{
 		runs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "promotion_expire_run_total",
-			Help: "Expiry cycles run, whatever their outcome (liveness of the expire-promotions job).",
+			Help: "Expiry cycles run, whatever their outcome (liveness of the expire-promotions runner).",
 		}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "promotion_expire_cycle_duration_seconds",
@@ -49,15 +50,15 @@ func NewExpireMetrics(reg prometheus.Registerer) (*ExpireMetrics, error) {
 		}),
 		items: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promotion_expire_items_total",
-			Help: "Purchases handled by the expiry job, by outcome: expired (committed) or failed (poison, left Active).",
+			Help: "Purchases handled by the expiry cycles, by outcome: expired (committed) or failed (poison, left Active).",
 		}, []string{"outcome"}),
 		interval: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "promotion_expire_interval_seconds",
-			Help: "The expiry job's configured interval (PIN_EXPIRE_INTERVAL); the not-running alert allows two of them.",
+			Help: "The expiry runner's configured interval (PIN_EXPIRE_INTERVAL); the not-running alert allows two of them.",
 		}),
 		completed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "promotion_expire_last_completed_timestamp_seconds",
-			Help: "Unix time of the last expiry cycle that completed without an infrastructure error; the job's start until one has.",
+			Help: "Unix time of the last expiry cycle that completed without an infrastructure error; the runner's start until one has.",
 		}),
 		skipLocked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "promotion_expire_skip_locked_total",
@@ -65,18 +66,20 @@ func NewExpireMetrics(reg prometheus.Registerer) (*ExpireMetrics, error) {
 		}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "promotion_expire_errors_total",
-			Help: "Errors of the expiry job: poison items and infrastructure errors.",
+			Help: "Errors of the expiry cycles: poison items and infrastructure errors.",
 		}),
 	}
 	m.due = &dueCollector{
 		backlog: prometheus.NewDesc("promotion_expire_backlog",
 			"Active purchases whose EndsAt has passed and that are not expired yet, counted at scrape time.", nil, nil),
 		poison: prometheus.NewDesc("promotion_expire_poison_purchases",
-			"Active purchases the expiry job failed to expire and retries only in the room a batch leaves (promotion.expire_poison), counted at scrape time.", nil, nil),
+			"Active purchases the expiry cycles failed to expire and retries only in the room a batch leaves (promotion.expire_poison), counted at scrape time.", nil, nil),
 		errors: m.errors,
+		store:  store,
+		now:    now,
 	}
-	m.items.WithLabelValues(ExpireOutcomeExpired)
-	m.items.WithLabelValues(ExpireOutcomeFailed)
+	m.items.WithLabelValues(expireOutcomeExpired)
+	m.items.WithLabelValues(expireOutcomeFailed)
 	if reg == nil {
 		return m, nil
 	}
@@ -98,16 +101,14 @@ const scrapeCountTimeout = time.Second
 
 // dueCollector exports promotion_expire_backlog and
 // promotion_expire_poison_purchases counted when scraped, so they stay true
-// while the job is stuck. The backlog count is index-only on the partial
+// while the cycles are stuck. The backlog count is index-only on the partial
 // index promotion_purchases_expiry_idx. A failed count is counted in
 // promotion_expire_errors_total and its gauge left out of that scrape.
 type dueCollector struct {
 	backlog, poison *prometheus.Desc
 	errors          prometheus.Counter
-
-	mu    sync.Mutex
-	store ExpireStore
-	now   func() time.Time
+	store           app.ExpireStore
+	now             func() time.Time
 }
 
 // Describe implements prometheus.Collector.
@@ -116,17 +117,9 @@ func (c *dueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.poison
 }
 
-// Collect implements prometheus.Collector. Before a store is attached (the
-// metrics exist before the handler), both gauges are 0.
+// Collect implements prometheus.Collector.
 func (c *dueCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
 	store, now := c.store, c.now
-	c.mu.Unlock()
-	if store == nil {
-		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, 0)
-		ch <- prometheus.MustNewConstMetric(c.poison, prometheus.GaugeValue, 0)
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeCountTimeout)
 	defer cancel()
 	if n, err := store.CountDue(ctx, now()); err != nil {
@@ -141,45 +134,26 @@ func (c *dueCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// countFrom makes the scrape-time gauges count in store as of now().
-func (m *ExpireMetrics) countFrom(store ExpireStore, now func() time.Time) {
-	if m == nil {
-		return
-	}
-	m.due.mu.Lock()
-	defer m.due.mu.Unlock()
-	m.due.store, m.due.now = store, now
-}
-
-// JobStarted records the job's interval and takes now as its last
-// completion, so the not-running alert gives a new instance two intervals
-// for its first cycle, and fires if it never completes one.
-func (m *ExpireMetrics) JobStarted(interval time.Duration, now time.Time) {
-	if m == nil {
-		return
-	}
+// runnerStarted records the runner's interval and takes now as the last
+// completion (see ExpireTelemetry.RunnerStarted).
+func (m *expireMetrics) runnerStarted(interval time.Duration, now time.Time) {
 	m.interval.Set(interval.Seconds())
 	m.completed.Set(float64(now.UnixNano()) / 1e9)
 }
 
-// batchDone counts a committed batch.
-func (m *ExpireMetrics) batchDone(expired, failed, skippedLocked int) {
-	if m == nil {
-		return
-	}
-	m.items.WithLabelValues(ExpireOutcomeExpired).Add(float64(expired))
-	m.items.WithLabelValues(ExpireOutcomeFailed).Add(float64(failed))
-	m.skipLocked.Add(float64(skippedLocked))
-	m.errors.Add(float64(failed))
+// batchCommitted counts a committed batch. A purchase another writer
+// changed under the batch is counted with the skipped ones.
+func (m *expireMetrics) batchCommitted(b app.ExpireBatchResult) {
+	m.items.WithLabelValues(expireOutcomeExpired).Add(float64(len(b.Expired)))
+	m.items.WithLabelValues(expireOutcomeFailed).Add(float64(len(b.Failed)))
+	m.skipLocked.Add(float64(b.SkippedLocked + len(b.Superseded)))
+	m.errors.Add(float64(len(b.Failed)))
 }
 
 // cycleDone counts a cycle; failed means it ended on an infrastructure
 // error. ctx carries the cycle's span, the duration's exemplar.
 // at is when it ended (wall clock: the alert compares it with time()).
-func (m *ExpireMetrics) cycleDone(ctx context.Context, d time.Duration, failed bool, at time.Time) {
-	if m == nil {
-		return
-	}
+func (m *expireMetrics) cycleDone(ctx context.Context, d time.Duration, failed bool, at time.Time) {
 	m.runs.Inc()
 	observability.Observe(ctx, m.duration, d.Seconds())
 	if failed {
