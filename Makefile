@@ -3,6 +3,10 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 GO            ?= go
+# go.mod's toolchain line names the patched Go every target builds with. Some Go
+# installs (golang images, distribution packages) default to GOTOOLCHAIN=local,
+# which ignores it; auto honours it. A GOTOOLCHAIN set in the environment wins.
+export GOTOOLCHAIN ?= auto
 BIN           := bin/pin
 PIN_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export PIN_TEST_DATABASE_URL
