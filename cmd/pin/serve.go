@@ -192,6 +192,9 @@ func serve(ctx context.Context, environ []string, stdout, stderr io.Writer, dev 
 		return err
 	}
 	host.RegisterProbes(e, func(ctx context.Context) error { return postgres.Ready(ctx, sqlDB) }, p.reg, p.logger)
+	if err := addAdmin(ctx, h, cfg.AdminAddr, p.logger); err != nil {
+		return err
+	}
 
 	publisher, err := outbox.NewPublisher(p.logger, p.tp)
 	if err != nil {
