@@ -31,5 +31,6 @@ tmp=$(mktemp -d "$PWD/.cache/vulndb/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 echo "vulndb.sh: indexing $(ls "$src/data/osv" | wc -l) OSV entries of golang.org/x/vulndb@$version" >&2
 (cd / && go run "golang.org/x/vulndb/cmd/indexdb@$version" -vulns "$src/data/osv" -out "$tmp/db")
-mv "$tmp/db" "$out"
+# A concurrent run may have won the race: its copy is as good as ours.
+mv -T "$tmp/db" "$out" 2>/dev/null || [ -f "$out/index/modules.json" ]
 echo "$out"
