@@ -6,11 +6,19 @@
 # Base images are pinned by digest (the tag stays for the reader). The digests were taken from
 # public Dockerfiles pinning the same tags (the distroless one dated 2026-08-26 there); the machine
 # this was written on has no registry access and could not confirm them. Refresh and check them
-# before a release:  crane digest golang:1.26-bookworm ; crane digest gcr.io/distroless/static-debian12:nonroot
-FROM golang:1.26-bookworm@sha256:a688600ca24f8a4d3ca77f95b0dd40704a9fc787c826660eb7ba0b641b8b175d AS build
+# before a release:  crane digest golang:1.26.N-bookworm ; crane digest gcr.io/distroless/static-debian12:nonroot
+#
+# The Go that compiles pin is go.mod's toolchain line (README, "Go version policy"), not the base
+# image's. No digest of a golang:1.26.11 image could be obtained offline, so the base stays the
+# go1.26.8 image of the known digest and only bootstraps: GOTOOLCHAIN=auto (the image sets local)
+# makes its go command download the toolchain go.mod names from the module proxy, checked against
+# the checksum database. Once a digest of golang:<toolchain>-bookworm is verified, pin that instead.
+FROM golang:1.26.8-bookworm@sha256:a688600ca24f8a4d3ca77f95b0dd40704a9fc787c826660eb7ba0b641b8b175d AS build
+ENV GOTOOLCHAIN=auto
 WORKDIR /src
 COPY go.mod go.sum ./
-RUN go mod download
+# Fetches go.mod's toolchain into a cached layer and prints it in the build log.
+RUN go version && go mod download
 COPY . .
 # The version `pin version` prints and the start log carries; required, so an image never says "dev".
 ARG VERSION

@@ -3,13 +3,22 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 GO            ?= go
+# go.mod's toolchain line names the patched Go every target builds with. Some Go
+# installs (golang images, distribution packages) default to GOTOOLCHAIN=local,
+# which ignores it; auto honours it. A GOTOOLCHAIN set in the environment wins.
+export GOTOOLCHAIN ?= auto
 BIN           := bin/pin
 PIN_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export PIN_TEST_DATABASE_URL
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The vulnerability gate: govulncheck, and the golang.org/x/vulndb snapshot its
+# database is built from (scripts/vulndb.sh). Raise VULNDB_VERSION to the
+# newest `go list -m golang.org/x/vulndb@latest` to learn of new advisories.
+GOVULNCHECK    := golang.org/x/vuln/cmd/govulncheck@v1.9.0
+VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
 GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X main.buildVersion=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
 
-.PHONY: help dev test test-short fuzz bench lint build build-production image migrate clean check-postgres
+.PHONY: help dev test test-short fuzz bench lint vuln build build-production image migrate clean check-postgres
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-17s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -54,6 +63,10 @@ lint: ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+
+vuln: ## govulncheck on the module: a reachable vulnerability not in docs/vuln-exceptions.txt fails
+	@db=$$(./scripts/vulndb.sh $(VULNDB_VERSION)) && set -o pipefail && \
+	  $(GO) run $(GOVULNCHECK) -db "file://$$PWD/$$db" -format json ./... | $(GO) run ./scripts/vulngate -exceptions docs/vuln-exceptions.txt
 
 migrate: build ## apply the migrations to PIN_DATABASE_URL
 	./$(BIN) migrate up

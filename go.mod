@@ -2,6 +2,8 @@ module github.com/pinmarket/pin
 
 go 1.26.0
 
+toolchain go1.26.11
+
 require (
 	github.com/IBM/sarama v1.61.1
 	github.com/ThreeDotsLabs/watermill v1.5.1

@@ -26,6 +26,8 @@ type dockerfile struct {
 	entrypoint []string
 	healthArgs []string
 	build      string // the RUN line that builds pin
+	// buildToolchain is GOTOOLCHAIN as the build stage sets it.
+	buildToolchain string
 }
 
 func readDockerfile(t *testing.T) dockerfile {
@@ -49,6 +51,9 @@ func readDockerfile(t *testing.T) dockerfile {
 		line = ""
 		switch strings.ToUpper(instr) {
 		case "FROM":
+			if v, ok := d.env["GOTOOLCHAIN"]; ok {
+				d.buildToolchain = v
+			}
 			d.froms = append(d.froms, strings.Fields(rest)[0])
 			d.env, d.expose, d.user, d.entrypoint, d.healthArgs = map[string]string{}, nil, "", nil, nil
 		case "ENV":
@@ -115,6 +120,10 @@ func TestContainerFilesAgreeWithTheConfiguration(t *testing.T) {
 	require.NotContains(t, []string{"root", "0", "0:0"}, d.user, "runs as non-root")
 	require.Contains(t, d.build, "-tags production", "the image carries no test broker")
 	require.Contains(t, d.build, "-X main.buildVersion=${VERSION}", "the image carries the real version")
+	goMod, err := os.ReadFile("../../go.mod")
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^toolchain go1\.\d+\.\d+$`, string(goMod), "go.mod names the patched Go")
+	require.Equal(t, "auto", d.buildToolchain, "the image compiles with go.mod's toolchain, not the golang image's own (GOTOOLCHAIN=local)")
 	require.Len(t, d.entrypoint, 1)
 	binary := d.entrypoint[0]
 	require.Equal(t, []string{binary, "healthcheck"}, d.healthArgs)

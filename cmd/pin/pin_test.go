@@ -106,6 +106,7 @@ func TestBadConfigurationExitsTwoNamingTheVariable(t *testing.T) {
 		{"tls key without certificate", append([]string{"PIN_KAFKA_TLS=true", "PIN_KAFKA_TLS_KEY_FILE=/nonexistent/key.pem"}, serveEnv...), []string{"serve"}, "PIN_KAFKA_TLS_CERT_FILE"},
 		{"unreadable password file", append([]string{"PIN_KAFKA_SASL_MECHANISM=PLAIN", "PIN_KAFKA_SASL_USERNAME=pin", "PIN_KAFKA_SASL_PASSWORD_FILE=/nonexistent/password"}, serveEnv...), []string{"kafka", "create-topics"}, "PIN_KAFKA_SASL_PASSWORD_FILE"},
 		{"create-topics without brokers", nil, []string{"kafka", "create-topics"}, "PIN_KAFKA_BROKERS"},
+		{"admin listener on the public port", append([]string{"PIN_HTTP_ADDR=127.0.0.1:8080", "PIN_ADMIN_ADDR=0.0.0.0:8080"}, serveEnv...), []string{"serve"}, "PIN_ADMIN_ADDR"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

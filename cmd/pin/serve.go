@@ -117,6 +117,9 @@ func (s *server) build(ctx context.Context) error {
 		return err
 	}
 	host.RegisterProbes(e, func(ctx context.Context) error { return postgres.Ready(ctx, s.sqlDB) }, s.reg, s.logger)
+	if err := addAdmin(ctx, s.host, cfg.AdminAddr, s.logger); err != nil {
+		return err
+	}
 
 	publisher, err := outbox.NewPublisher(s.logger, s.tp)
 	if err != nil {

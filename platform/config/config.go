@@ -65,6 +65,10 @@ type Config struct {
 
 	ShutdownTimeout time.Duration `env:"PIN_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	DevKafkaAddr    string        `env:"PIN_DEV_KAFKA_ADDR" envDefault:"127.0.0.1:9092"`
+
+	// AdminAddr, when set, is the host:port of a second listener serving
+	// /debug/pprof/ (platform/admin); unset, no profile is served anywhere.
+	AdminAddr string `env:"PIN_ADMIN_ADDR"`
 }
 
 // AuthOptions are the token rules of the configuration.
@@ -172,6 +176,22 @@ func (c Config) validate(needs Requirement) error {
 	}
 	if _, _, err := net.SplitHostPort(c.DevKafkaAddr); err != nil {
 		return &Error{"PIN_DEV_KAFKA_ADDR", "must be host:port"}
+	}
+	return c.validateAdminAddr()
+}
+
+// validateAdminAddr keeps the profiles off the public listener: the admin
+// port must be its own.
+func (c Config) validateAdminAddr() error {
+	if c.AdminAddr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(c.AdminAddr)
+	if err != nil || port == "" {
+		return &Error{"PIN_ADMIN_ADDR", fmt.Sprintf("must be host:port, or unset for no admin listener; got %q", c.AdminAddr)}
+	}
+	if _, httpPort, _ := net.SplitHostPort(c.HTTPAddr); port == httpPort && port != "0" {
+		return &Error{"PIN_ADMIN_ADDR", fmt.Sprintf("must not use PIN_HTTP_ADDR's port %s: profiles are never served on the public listener", port)}
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ func TestLoadDefaults(t *testing.T) {
 	require.Equal(t, "info", cfg.LogLevel)
 	require.Equal(t, "127.0.0.1:9092", cfg.DevKafkaAddr)
 	require.Equal(t, "off", cfg.BoostProjection)
+	require.Empty(t, cfg.AdminAddr, "no admin listener unless asked for")
 }
 
 func TestLoadServeRequirements(t *testing.T) {
@@ -62,6 +63,8 @@ func TestLoadRejects(t *testing.T) {
 		{"log level", []string{"PIN_LOG_LEVEL=loud"}, "PIN_LOG_LEVEL"},
 		{"http addr", []string{"PIN_HTTP_ADDR=8080"}, "PIN_HTTP_ADDR"},
 		{"boost projection not on/off", []string{"PIN_BOOST_PROJECTION=yes"}, "PIN_BOOST_PROJECTION"},
+		{"admin addr without port", []string{"PIN_ADMIN_ADDR=127.0.0.1"}, "PIN_ADMIN_ADDR"},
+		{"admin addr on the public port", []string{"PIN_HTTP_ADDR=0.0.0.0:8080", "PIN_ADMIN_ADDR=127.0.0.1:8080"}, "PIN_ADMIN_ADDR"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,6 +76,13 @@ func TestLoadRejects(t *testing.T) {
 			require.Contains(t, err.Error(), tt.wantVar)
 		})
 	}
+}
+
+func TestLoadAdminAddr(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load([]string{"PIN_ADMIN_ADDR=127.0.0.1:6060"}, 0)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:6060", cfg.AdminAddr)
 }
 
 func TestLoadMissingRequired(t *testing.T) {
