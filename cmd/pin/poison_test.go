@@ -16,7 +16,8 @@ import (
 // list`; bad command lines exit 2 and releasing an unlisted id exits 1 with
 // nothing released. One is repaired (its targets put back) and released:
 // it is no longer listed, a second release of it exits 1, and the next
-// cycle expires it while the other is retried and stays poison.
+// cycle expires it while the other is retried and stays poison, until
+// --all releases it too.
 func TestPromotionPoisonListAndRelease(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
@@ -119,4 +120,9 @@ func TestPromotionPoisonListAndRelease(t *testing.T) {
 	poison = listed()
 	require.Len(t, poison, 1)
 	require.EqualValues(t, 2, poison[still]["attempts"])
+
+	out, stderr, code = run(t, env, "promotion", "poison", "release", "--all")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, still)
+	require.Empty(t, listed(), "--all releases every one")
 }

@@ -119,17 +119,21 @@ func (p replayer[B]) replay(ctx context.Context, tx *gorm.DB, rec Record) (strin
 	if err != nil {
 		return "", "", fmt.Errorf("apply: %w", err)
 	}
-	return map[outcome]string{outcomeApplied: "applied", duplicate: "duplicate", stale: "stale"}[outs[0]], e.MessageID.String(), nil
+	return replayOutcomes[outs[0]], e.MessageID.String(), nil
 }
 
-// deadLetterColumns are read by ListDeadLetters and the replays, in the
-// order of scanDeadLetter.
-const deadLetterColumns = `id, consumer, topic, kafka_partition, kafka_offset, record_key, value,
-	header_keys, header_values, error, attempts, dead_lettered_at, COALESCE(refused_sqlstate, '')`
+// replayOutcomes name what apply made of a replayed event.
+var replayOutcomes = map[outcome]string{outcomeApplied: "applied", duplicate: "duplicate", stale: "stale"}
 
 // replayableDeadLetter holds for a row that kept the record's bytes: every
 // row but a minimal one.
 const replayableDeadLetter = `refused_sqlstate IS NULL AND header_keys IS NOT NULL`
+
+// deadLetterColumns are read by ListDeadLetters and the replays, in the
+// order of scanDeadLetter.
+const deadLetterColumns = `id, consumer, topic, kafka_partition, kafka_offset, record_key, value,
+	header_keys, header_values, error, attempts, dead_lettered_at, COALESCE(refused_sqlstate, ''),
+	(` + replayableDeadLetter + `)`
 
 // ListDeadLetters returns the dead letters of the consumer named group (all
 // consumers when group is empty), oldest first.
@@ -262,11 +266,10 @@ func scanDeadLetter(rows *sql.Rows) (DeadLetter, error) {
 	types := pgtype.NewMap()
 	if err := rows.Scan(&d.ID, &d.Group, &d.Topic, &d.Partition, &d.Offset, &key, &value,
 		types.SQLScanner(&keys), types.SQLScanner(&values),
-		&d.Error, &d.Attempts, &d.DeadLetteredAt, &d.RefusedSQLState); err != nil {
+		&d.Error, &d.Attempts, &d.DeadLetteredAt, &d.RefusedSQLState, &d.Replayable); err != nil {
 		return DeadLetter{}, err
 	}
 	d.DeadLetteredAt = d.DeadLetteredAt.UTC()
-	d.Replayable = d.RefusedSQLState == "" && keys != nil
 	d.KeyValue = newKeyValue(key, value)
 	d.record = Record{Topic: d.Topic, Partition: d.Partition, Offset: d.Offset, Key: key, Value: value,
 		Headers: make(map[string]string, len(keys))}
