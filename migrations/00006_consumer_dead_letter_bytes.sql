@@ -1,4 +1,4 @@
--- A consumer's dead letter can always be written (issue 23): the record's
+-- A consumer's dead letter can always be written: the record's
 -- header list is kept as bytes, as its key and value already were, so a NUL
 -- or invalid UTF-8 in a header no longer makes PostgreSQL refuse the row
 -- (jsonb refuses \u0000, text refuses invalid UTF-8). The readable columns

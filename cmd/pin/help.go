@@ -88,18 +88,3 @@ Environment (development only; nothing but PostgreSQL is needed):
 It prints the exports and curl lines for a second shell once it is ready.
 `,
 }
-
-// devLeftOut answers `pin dev` in the production build, which leaves it out:
-// its help (and make-due's) still exits 0 and says how to get it; running
-// it is a usage error saying the same.
-func devLeftOut(args []string, stdout io.Writer) error {
-	const how = "dev: not in this build (built with -tags production, as the container image is); build a binary with it: make build, or go build ./cmd/pin"
-	if len(args) > 0 && args[0] == "make-due" {
-		args = args[1:]
-	}
-	if len(args) > 0 && isHelp(args[0]) {
-		fmt.Fprintf(stdout, "Usage: pin dev\n\n%s\n", how)
-		return errHelpShown
-	}
-	return usageError{how}
-}

@@ -9,7 +9,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/modules/promotion"
@@ -24,7 +23,7 @@ type platform struct {
 	cfg    config.Config
 	logger *slog.Logger
 	reg    *prometheus.Registry
-	tp     *sdktrace.TracerProvider
+	tp     observability.TracerProvider
 	db     *gorm.DB
 	// apiDB is the HTTP API's pool (postgres.APIPool); nil outside serve.
 	apiDB *gorm.DB

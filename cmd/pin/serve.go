@@ -9,6 +9,7 @@ import (
 	"net"
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel"
 
 	"github.com/pinmarket/pin/modules/boost"
 	"github.com/pinmarket/pin/modules/promotion"
@@ -106,7 +107,7 @@ func (s *server) build(ctx context.Context) error {
 	if s.ln, err = new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen on %s (PIN_HTTP_ADDR): %w", cfg.HTTPAddr, err)
 	}
-	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr, Transient: postgres.IsTransient}
+	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr, Transient: postgres.IsTransient, Propagator: otel.GetTextMapPropagator()}
 	e := httpserver.New(httpCfg, s.logger, s.reg, s.tp)
 	ln := s.ln
 	s.host, err = host.New(host.Config{ShutdownTimeout: cfg.ShutdownTimeout}, e, func(ctx context.Context) error {

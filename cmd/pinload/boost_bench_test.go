@@ -46,7 +46,7 @@ func BenchmarkBoostEndToEnd(b *testing.B) {
 			wg.Go(func() {
 				// n = 0: one target per purchase, so each target's row is
 				// written by exactly one event.
-				if msg := purchase(ctx, client, cfg, 0); msg != "" {
+				if _, msg := purchase(ctx, client, cfg, nil, 0); msg != "" {
 					mu.Lock()
 					failures = append(failures, msg)
 					mu.Unlock()

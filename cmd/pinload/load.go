@@ -33,6 +33,16 @@ type loadConfig struct {
 	Clients     int
 	Duration    time.Duration
 	Warmup      time.Duration
+	// Rate caps the requests per second of all clients together; 0 is no cap.
+	Rate float64
+	// Targets is the size of the pool the purchases' targets are drawn
+	// from, so that targets are bought again and again; 0 gives every
+	// purchase new targets.
+	Targets int
+	// CancelAfter, when positive, has each client cancel the purchase it
+	// made that many purchases earlier: every request, purchase or cancel,
+	// then publishes one event, and the projections see targets come and go.
+	CancelAfter int
 }
 
 // loadResult is what a run measured. Only requests that started inside the
@@ -84,6 +94,17 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 	client := newHTTPClient(cfg.Clients)
 	defer client.CloseIdleConnections()
 
+	var pace <-chan time.Time
+	if cfg.Rate > 0 {
+		ticker := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
+		defer ticker.Stop()
+		pace = ticker.C
+	}
+	pool := make([]uuid.UUID, cfg.Targets)
+	for i := range pool {
+		pool[i] = uuid.New()
+	}
+
 	started := time.Now()
 	measureFrom := started.Add(cfg.Warmup)
 	measureUntil := measureFrom.Add(cfg.Duration)
@@ -97,12 +118,30 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var bought []uuid.UUID // this client's purchases not cancelled yet, oldest first
 			for i := 0; ctx.Err() == nil; i++ {
+				if pace != nil {
+					select {
+					case <-pace:
+					case <-ctx.Done():
+						return
+					}
+				}
 				at := time.Now()
 				if !at.Before(measureUntil) {
 					return
 				}
-				errKind := purchase(ctx, client, cfg, c*1_000_000+i)
+				var errKind string
+				if cfg.CancelAfter > 0 && len(bought) > cfg.CancelAfter {
+					errKind = cancelPurchase(ctx, client, cfg, bought[0])
+					bought = bought[1:]
+				} else {
+					var id uuid.UUID
+					id, errKind = purchase(ctx, client, cfg, pool, c*1_000_000+i)
+					if errKind == "" {
+						bought = append(bought, id)
+					}
+				}
 				if at.Before(measureFrom) {
 					continue
 				}
@@ -130,9 +169,9 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 	return res, nil
 }
 
-// purchase POSTs one purchase of 1 to 3 Project targets and returns "" on
-// 201, else what went wrong.
-func purchase(ctx context.Context, client *http.Client, cfg loadConfig, n int) string {
+// purchase POSTs one purchase of 1 to 3 Project targets, new ones or drawn
+// from pool, and returns its id and "" on 201, else what went wrong.
+func purchase(ctx context.Context, client *http.Client, cfg loadConfig, pool []uuid.UUID, n int) (uuid.UUID, string) {
 	type target struct {
 		TargetKind string    `json:"targetKind"`
 		TargetID   uuid.UUID `json:"targetId"`
@@ -141,33 +180,62 @@ func purchase(ctx context.Context, client *http.Client, cfg loadConfig, n int) s
 		PackageID uuid.UUID `json:"packageId"`
 		Targets   []target  `json:"targets"`
 	}{PackageID: cfg.PackageID}
-	for range 1 + n%3 {
-		body.Targets = append(body.Targets, target{TargetKind: "Project", TargetID: uuid.New()})
+	for k := range 1 + n%3 {
+		id := uuid.New()
+		if len(pool) > 0 {
+			// Consecutive pool entries: never the same target twice in one purchase.
+			id = pool[(n*7+k)%len(pool)]
+		}
+		body.Targets = append(body.Targets, target{TargetKind: "Project", TargetID: id})
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
-		return "encode: " + err.Error()
+		return uuid.Nil, "encode: " + err.Error()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.BaseURL+pathPurchases, bytes.NewReader(data))
+	resp, errKind := post(ctx, client, cfg, pathPurchases, data, http.StatusCreated)
+	if errKind != "" {
+		return uuid.Nil, errKind
+	}
+	var created struct {
+		ID uuid.UUID `json:"id"`
+	}
+	if err := json.Unmarshal(resp, &created); err != nil && cfg.CancelAfter > 0 {
+		return uuid.Nil, "decode: " + err.Error()
+	}
+	return created.ID, ""
+}
+
+// cancelPurchase cancels the purchase id and returns "" on 200, else what
+// went wrong.
+func cancelPurchase(ctx context.Context, client *http.Client, cfg loadConfig, id uuid.UUID) string {
+	_, errKind := post(ctx, client, cfg, pathPurchases+"/"+id.String()+"/cancel", []byte(`{"reason":"pinload"}`), http.StatusOK)
+	return errKind
+}
+
+// post sends data to path with the tenant's token and returns the response
+// body and "" when the status is want, else what went wrong.
+func post(ctx context.Context, client *http.Client, cfg loadConfig, path string, data []byte, want int) ([]byte, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.BaseURL+path, bytes.NewReader(data))
 	if err != nil {
-		return "request: " + err.Error()
+		return nil, "request: " + err.Error()
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+cfg.TenantToken)
 	resp, err := client.Do(req)
 	if err != nil {
-		return "transport: " + err.Error()
+		return nil, "transport: " + err.Error()
 	}
 	defer func() { _ = resp.Body.Close() }()
 	// Read the body: the response is part of what the API does, and a
 	// connection is only reused once its body was read.
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return "read: " + err.Error()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, "read: " + err.Error()
 	}
-	if resp.StatusCode != http.StatusCreated {
-		return fmt.Sprintf("HTTP %d", resp.StatusCode)
+	if resp.StatusCode != want {
+		return nil, fmt.Sprintf("HTTP %d", resp.StatusCode)
 	}
-	return ""
+	return body, ""
 }
 
 // createPackage creates an active ProjectBoost package through the admin

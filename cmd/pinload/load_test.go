@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,4 +67,62 @@ func TestReadMemoryOfThisProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, m.RSS)
 	require.GreaterOrEqual(t, m.HWM, m.RSS)
+}
+
+// TestRunLoadPacesDrawsTargetsAndCancels: with a rate, a pool of targets and
+// cancellations, the requests stay under the rate, every target comes from
+// the pool, and each client cancels its own purchases, oldest first, once
+// it holds more than CancelAfter of them.
+func TestRunLoadPacesDrawsTargetsAndCancels(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	bought := map[uuid.UUID]bool{}
+	seenTargets := map[uuid.UUID]bool{}
+	var purchases, cancels, bad atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == pathPurchases {
+			var body struct {
+				Targets []struct {
+					TargetID uuid.UUID `json:"targetId"`
+				} `json:"targets"`
+			}
+			if json.NewDecoder(r.Body).Decode(&body) != nil {
+				bad.Add(1)
+			}
+			for _, tg := range body.Targets {
+				seenTargets[tg.TargetID] = true
+			}
+			id := uuid.New()
+			bought[id] = true
+			purchases.Add(1)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = fmt.Fprintf(w, `{"id":%q}`, id)
+			return
+		}
+		id, err := uuid.Parse(strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, pathPurchases+"/"), "/cancel"))
+		if err != nil || !bought[id] {
+			bad.Add(1)
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		delete(bought, id)
+		cancels.Add(1)
+	}))
+	t.Cleanup(srv.Close)
+
+	res, err := runLoad(context.Background(), loadConfig{
+		BaseURL: srv.URL, TenantToken: "tok", PackageID: uuid.New(), Clients: 2,
+		Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond,
+		Rate: 100, Targets: 5, CancelAfter: 2,
+	})
+	require.NoError(t, err)
+	require.Zero(t, res.Errors, res.ErrorKinds)
+	require.Zero(t, bad.Load())
+	require.LessOrEqual(t, purchases.Load()+cancels.Load(), int64(100*0.6)+2, "at most Rate requests per second")
+	require.Positive(t, cancels.Load())
+	require.Equal(t, purchases.Load()-cancels.Load(), int64(len(bought)))
+	require.LessOrEqual(t, len(bought), 2*(2+1), "each client holds at most CancelAfter+1 purchases")
+	require.LessOrEqual(t, len(seenTargets), 5, "targets come from the pool")
 }

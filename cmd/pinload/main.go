@@ -5,6 +5,10 @@
 //
 //	pinload -url http://127.0.0.1:8080 -secret "$PIN_AUTH_JWT_SECRET" -clients 32 -duration 20s
 //
+// With -rate, -targets and -cancel-after it offers a steady event rate on a
+// fixed set of targets, purchases and cancellations mixed (the hot-table
+// measurement of docs/performance.md).
+//
 // With -secret (default: $PIN_AUTH_JWT_SECRET) it issues its own tenant and
 // admin tokens and, unless -package is given, creates a package through the
 // admin API; with -token and -package it needs neither. With -pid it also
@@ -48,10 +52,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	duration := fs.Duration("duration", 20*time.Second, "measured time")
 	warmup := fs.Duration("warmup", 2*time.Second, "load before the measured time, not counted")
 	pid := fs.Int("pid", 0, "server process id, to report its peak RSS (VmHWM)")
+	rate := fs.Float64("rate", 0, "requests per second of all clients together (0: no cap)")
+	targets := fs.Int("targets", 0, "draw targets from a pool of this many (0: new targets each purchase)")
+	cancelAfter := fs.Int("cancel-after", 0, "each client cancels its purchase from this many purchases earlier (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg := loadConfig{BaseURL: *baseURL, Clients: *clients, Duration: *duration, Warmup: *warmup, TenantToken: *token}
+	cfg := loadConfig{BaseURL: *baseURL, Clients: *clients, Duration: *duration, Warmup: *warmup, TenantToken: *token,
+		Rate: *rate, Targets: *targets, CancelAfter: *cancelAfter}
 
 	var authn *auth.Authenticator
 	if *secret != "" {

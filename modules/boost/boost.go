@@ -19,6 +19,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
@@ -56,6 +57,9 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	// Now is the clock of the delay metric; time.Now when nil.
 	Now func() time.Time
+	// TracerProvider receives the consumer's batch spans; the global
+	// provider when nil.
+	TracerProvider trace.TracerProvider
 }
 
 // Module is the boost projection, ready to be registered with the host.
@@ -78,11 +82,12 @@ func New(d Deps) (*Module, error) {
 	}
 	logger := d.Logger.With("module", Name)
 	runner, err := consumer.NewRunner(d.DB, consumer.Config{
-		Name:    Name,
-		Topic:   contract.Topic,
-		Brokers: d.Brokers,
-		Sarama:  d.Sarama,
-		Now:     d.Now,
+		Name:           Name,
+		Topic:          contract.Topic,
+		Brokers:        d.Brokers,
+		Sarama:         d.Sarama,
+		Now:            d.Now,
+		TracerProvider: d.TracerProvider,
 	}, Projection{Logger: logger}, logger, d.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("boost: %w", err)

@@ -141,26 +141,50 @@ func removeContributions(tx *gorm.DB, purchases []uuid.UUID) error {
 	if err != nil {
 		return fmt.Errorf("boost: remove: %w", err)
 	}
-	err = tx.Exec(`
+	// The update returns the rows it brought to zero; they stay locked until
+	// commit, so the delete below finds them by key. No index may filter on
+	// active_purchases: that would make every update non-HOT.
+	var emptied []targetKey
+	err = tx.Raw(`
 		WITH removed AS (
 			DELETE FROM boost.purchase_targets
 			WHERE purchase_id IN (SELECT value::uuid FROM jsonb_array_elements_text(?::jsonb))
 			RETURNING target_kind, target_id, boost_weight),
 		per_target AS (
 			SELECT target_kind, target_id, sum(boost_weight) AS weight, count(*) AS purchases
-			FROM removed GROUP BY target_kind, target_id)
-		UPDATE boost.target_boosts b SET
-			boost_weight = b.boost_weight - p.weight,
-			active_purchases = b.active_purchases - p.purchases,
-			updated_at = clock_timestamp()
-		FROM per_target p
-		WHERE b.target_kind = p.target_kind AND b.target_id = p.target_id`, string(ids)).Error
+			FROM removed GROUP BY target_kind, target_id),
+		updated AS (
+			UPDATE boost.target_boosts b SET
+				boost_weight = b.boost_weight - p.weight,
+				active_purchases = b.active_purchases - p.purchases,
+				updated_at = clock_timestamp()
+			FROM per_target p
+			WHERE b.target_kind = p.target_kind AND b.target_id = p.target_id
+			RETURNING b.target_kind, b.target_id, b.active_purchases)
+		SELECT target_kind, target_id FROM updated WHERE active_purchases = 0`, string(ids)).Scan(&emptied).Error
 	if err != nil {
 		return fmt.Errorf("boost: remove: %w", err)
 	}
-	// Only rows just brought to zero match; the partial index finds them.
-	if err := tx.Exec(`DELETE FROM boost.target_boosts WHERE active_purchases = 0`).Error; err != nil {
+	if len(emptied) == 0 {
+		return nil
+	}
+	keys, err := json.Marshal(emptied)
+	if err != nil {
+		return fmt.Errorf("boost: remove: %w", err)
+	}
+	err = tx.Exec(`
+		DELETE FROM boost.target_boosts b
+		USING jsonb_to_recordset(?::jsonb) AS k("targetKind" text, "targetId" uuid)
+		WHERE b.target_kind = k."targetKind" AND b.target_id = k."targetId" AND b.active_purchases = 0`, string(keys)).Error
+	if err != nil {
 		return fmt.Errorf("boost: remove: %w", err)
 	}
 	return nil
+}
+
+// targetKey is the key of a row of boost.target_boosts, as the delete of
+// emptied rows reads it back from JSON.
+type targetKey struct {
+	TargetKind string    `json:"targetKind" gorm:"column:target_kind"`
+	TargetID   uuid.UUID `json:"targetId" gorm:"column:target_id"`
 }

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rcrowley/go-metrics"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -57,7 +55,6 @@ func TestExpiredEventReachesKafkaWithinOneInterval(t *testing.T) {
 	db := testbed.NewDatabase(t)
 	brokers := testbed.NewKafka(t, contract.Topic)
 	topic := newTopicReader(t, brokers, contract.Topic)
-	startMetricsArbiter()
 
 	synctest.Test(t, func(t *testing.T) {
 		// The bubble's own pool: its connections and timers must belong to it.
@@ -154,12 +151,6 @@ func moduleRunner(tb testing.TB, m *promotion.Module, name string) host.Runner {
 	tb.Fatalf("the module has no runner %q", name)
 	return nil
 }
-
-// startMetricsArbiter starts go-metrics' process-wide meter goroutine, which
-// Sarama's first meter would otherwise start inside a synctest bubble: there
-// it would wait on a real ticker for ever, so the bubble's time could not
-// move nor the bubble end.
-var startMetricsArbiter = sync.OnceFunc(func() { metrics.NewMeter().Stop() })
 
 // topicReader reads a topic from outside a synctest bubble on behalf of
 // code inside it: read blocks the caller on channels made outside the

@@ -134,9 +134,18 @@ func newModule(tb testing.TB, db *gorm.DB, w wiring) (*promotion.Module, *auth.A
 func newWiredBundle(tb testing.TB, w wiring) *testBundle {
 	tb.Helper()
 	db := testbed.NewDatabase(tb)
+	if w.tp != nil {
+		// The statements' spans go to the test's provider, as `pin serve`'s
+		// go to the global one.
+		db.Gorm = db.Traced(tb, w.tp)
+		sqlDB, err := db.Gorm.DB()
+		require.NoError(tb, err)
+		db.SQL = sqlDB
+	}
 	if w.apiPool != nil {
 		pool := *w.apiPool
 		pool.Logger = w.logger()
+		pool.TracerProvider = w.tp
 		apiDB, err := postgres.OpenPool(context.Background(), db.URL, pool)
 		require.NoError(tb, err)
 		apiSQL, err := apiDB.DB()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pinmarket/pin/modules/boost"
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/httpserver"
@@ -30,10 +32,12 @@ import (
 
 // Span names the trace of a change goes through, from its cause to Kafka.
 const (
-	purchaseSpanName = http.MethodPost + " " + purchasesPath // otelecho: method and route template
+	purchaseSpanName = http.MethodPost + " " + purchasesPath // otelhttp: method and route template
 	cycleSpanName    = "expire-promotions.cycle"
 	publishSpanName  = "outbox publish " + contract.Topic
 	forwardSpanName  = "outbox forward " + contract.Topic
+	relaySpanName    = "outbox relay " + contract.Topic
+	projectSpanName  = "consumer " + boost.Name + " process " + contract.Topic
 )
 
 // tracedBundle is the module wired as `pin serve` wires it — HTTP server,
@@ -41,6 +45,8 @@ const (
 // tracing into one in-memory exporter and measuring into one registry.
 type tracedBundle struct {
 	*testBundle
+	tp       trace.TracerProvider
+	brokers  []string
 	spans    *tracetest.InMemoryExporter
 	reg      *prometheus.Registry
 	consumer *kgo.Client
@@ -55,6 +61,7 @@ func newTracedBundle(tb testing.TB, forward bool) *tracedBundle {
 	reg := prometheus.NewRegistry()
 	b := &tracedBundle{
 		testBundle: newWiredBundle(tb, wiring{registerer: reg, tp: tp}),
+		tp:         tp,
 		spans:      spans,
 		reg:        reg,
 	}
@@ -62,14 +69,14 @@ func newTracedBundle(tb testing.TB, forward bool) *tracedBundle {
 		return b
 	}
 
-	brokers := testbed.NewKafka(tb, contract.Topic)
+	b.brokers = testbed.NewKafka(tb, contract.Topic)
 	relay, err := outbox.NewRelay(b.db.SQL, outbox.RelayConfig{
-		Brokers: brokers, Topics: []string{contract.Topic}, PollInterval: 20 * time.Millisecond,
+		Brokers: b.brokers, Topics: []string{contract.Topic}, PollInterval: 20 * time.Millisecond,
 	}, slog.New(slog.DiscardHandler), reg, tp)
 	require.NoError(tb, err)
 	testbed.StartRunner(tb, relay)
 	b.consumer, err = kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
+		kgo.SeedBrokers(b.brokers...),
 		kgo.ConsumeTopics(contract.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(100*time.Millisecond),
@@ -77,6 +84,32 @@ func newTracedBundle(tb testing.TB, forward bool) *tracedBundle {
 	require.NoError(tb, err)
 	tb.Cleanup(b.consumer.Close)
 	return b
+}
+
+// project runs the reference boost projection (a test-only use of another
+// module: the modules meet through the contract in the code that ships) on
+// the bundle's topic, traced into its exporter.
+func (b *tracedBundle) project(tb testing.TB) {
+	tb.Helper()
+	m, err := boost.New(boost.Deps{
+		DB: b.db.Gorm, Authenticate: testbed.AuthenticateTenantHeader(), Brokers: b.brokers,
+		Logger: slog.New(slog.DiscardHandler), Registerer: b.reg, TracerProvider: b.tp,
+	})
+	require.NoError(tb, err)
+	testbed.StartRunner(tb, m.Runners()[0])
+}
+
+// statementUnder waits for the database span under ancestor whose
+// statement contains text, and returns it.
+func (b *tracedBundle) statementUnder(tb testing.TB, ancestor tracetest.SpanStub, text string) tracetest.SpanStub {
+	tb.Helper()
+	s := b.span(tb, "a statement with "+text+" in the trace of "+ancestor.Name, func(s tracetest.SpanStub) bool {
+		return s.SpanContext.TraceID() == ancestor.SpanContext.TraceID() && strings.HasPrefix(s.Name, "query ") &&
+			strings.Contains(stubAttr(s, "db.query.text"), text)
+	})
+	b.requireDescendant(tb, s, ancestor)
+	require.Equal(tb, trace.SpanKindClient, s.SpanKind)
+	return s
 }
 
 // record consumes the topic until the event of purchaseID with status
@@ -202,15 +235,57 @@ func TestTracePurchaseReachesTheKafkaHeader(t *testing.T) {
 	require.Equal(t, trace.SpanKindServer, httpSpan.SpanKind)
 	require.False(t, httpSpan.Parent.IsValid(), "the request came without a trace: the HTTP span is the root")
 	require.Equal(t, purchasesPath, stubAttr(httpSpan, "http.route"))
-	// otelecho v0.60 writes semconv 1.20's http.status_code; newer releases
-	// http.response.status_code.
-	require.Equal(t, "201", stubAttr(httpSpan, "http.status_code")+stubAttr(httpSpan, "http.response.status_code"))
+	require.Equal(t, int64(http.StatusCreated), stubAttrInt(httpSpan, "http.response.status_code"))
 
 	carried := b.requireCarriedTo(t, httpSpan, rec)
 	require.Equal(t, httpSpan.SpanContext.TraceID(), carried.TraceID(),
 		"the Kafka header carries the purchase request's trace id")
 	require.Equal(t, res.header.Get(echo.HeaderXRequestID), recordHeaders(rec)["correlation_id"],
 		"the correlation id is the request id")
+}
+
+// TestTracePurchaseReachesTheProjection follows one purchase through the
+// whole pipeline in one trace: the HTTP request and its statements, the
+// outbox publication, the relay's forward, Kafka, the boost consumer's batch
+// and the projection's write. No statement's span holds a value of the
+// purchase.
+func TestTracePurchaseReachesTheProjection(t *testing.T) {
+	t.Parallel()
+	b := newTracedBundle(t, true)
+	b.project(t)
+	pkg := b.createPackage(t, "trace-projection-week", "ProjectBoost")
+	tenant, target := uuid.New(), uuid.New()
+
+	res := b.do(t, request{
+		method: http.MethodPost, path: purchasesPath, token: b.tenantToken(t, tenant),
+		body: purchaseBody(pkg.ID, "Project", target),
+	})
+	require.Equal(t, http.StatusCreated, res.status, string(res.body))
+	var p purchaseJSON
+	res.decode(t, &p)
+
+	httpSpan := b.span(t, "the purchase's HTTP span", func(s tracetest.SpanStub) bool { return s.Name == purchaseSpanName })
+	b.statementUnder(t, httpSpan, "INSERT INTO promotion.promotion_purchases ")
+	b.statementUnder(t, httpSpan, "commit")
+	b.statementUnder(t, httpSpan, "INSERT INTO "+outbox.TableName(contract.Topic))
+	carried := b.requireCarriedTo(t, httpSpan, b.record(t, p.ID, contract.StatusActive))
+
+	// The only record on the topic is a batch of one: the consumer's span
+	// is its child, and so in the request's trace.
+	consume := b.span(t, "the projection's batch", func(s tracetest.SpanStub) bool { return s.Name == projectSpanName })
+	b.requireDescendant(t, consume, httpSpan)
+	require.Equal(t, carried.SpanID(), consume.Parent.SpanID(), "the batch is a child of the record's traceparent")
+	require.Len(t, consume.Links, 1)
+	require.Equal(t, carried.SpanID(), consume.Links[0].SpanContext.SpanID(), "and links to it")
+	require.Equal(t, trace.SpanKindConsumer, consume.SpanKind)
+	b.statementUnder(t, consume, "INSERT INTO consumer.inbox")
+	b.statementUnder(t, consume, "INSERT INTO boost.purchase_targets")
+
+	round := b.span(t, "the relay round that sent it", func(s tracetest.SpanStub) bool { return s.Name == relaySpanName })
+	b.statementUnder(t, round, "acked")
+
+	testbed.RequireNoValueInSpans(t, testbed.DatabaseSpans(b.spans.GetSpans().Snapshots()),
+		p.ID, pkg.ID, tenant.String(), target.String())
 }
 
 // TestTraceExpiryCycleReachesTheKafkaHeader follows an expiry from the
@@ -236,6 +311,7 @@ func TestTraceExpiryCycleReachesTheKafkaHeader(t *testing.T) {
 	carried := b.requireCarriedTo(t, cycle, rec)
 	require.Equal(t, cycle.SpanContext.TraceID(), carried.TraceID(),
 		"the Kafka header carries the cycle's trace id")
+	b.statementUnder(t, cycle, "UPDATE promotion.promotion_purchases ")
 
 	// The purchase's own event went out under the HTTP request's trace, not
 	// the cycle's.
@@ -302,4 +378,14 @@ func stubAttr(s tracetest.SpanStub, key attribute.Key) string {
 		}
 	}
 	return ""
+}
+
+// stubAttrInt is the integer attribute key on s (0 if absent).
+func stubAttrInt(s tracetest.SpanStub, key attribute.Key) int64 {
+	for _, kv := range s.Attributes {
+		if kv.Key == key {
+			return kv.Value.AsInt64()
+		}
+	}
+	return 0
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/platform/kafka"
@@ -42,6 +43,9 @@ type Config struct {
 	RetryBackoff time.Duration
 	// Now is the clock of the delay metric (default time.Now).
 	Now func() time.Time
+	// TracerProvider receives a span per batch (tracing.go); the global
+	// provider when nil.
+	TracerProvider trace.TracerProvider
 }
 
 // Runner is the host.Runner that consumes one topic in a consumer group and
@@ -164,7 +168,7 @@ func (p partitions[B]) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 				break fill
 			}
 		}
-		if err := p.r.processBatch(p.ctx, batch); err != nil {
+		if err := p.r.tracedBatch(p.ctx, batch); err != nil {
 			p.fail(err) // unmarked: delivered again after the restart
 			return err
 		}

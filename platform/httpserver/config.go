@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Defaults applied to the zero fields of a Config.
@@ -55,6 +57,10 @@ type Config struct {
 	// MaxHeaderBytes caps the request line and headers (net/http's default
 	// is 1 MiB); a request over it gets 431 before any handler runs.
 	MaxHeaderBytes int
+	// Propagator reads the trace context of incoming requests; nil means W3C
+	// trace context and baggage. `pin serve` passes the one OTEL_PROPAGATORS
+	// names (observability.NewTracerProvider installs it globally).
+	Propagator propagation.TextMapPropagator
 }
 
 // DefaultConfig returns the configuration with every default filled in.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pinmarket/pin/platform/apperror"
 	"github.com/pinmarket/pin/platform/observability"
@@ -168,10 +167,6 @@ func observe(logger *slog.Logger, m *httpMetrics) echo.MiddlewareFunc {
 			method := methodLabel(req.Method)
 			route := routeLabel(c)
 			status := c.Response().Status
-			if route == RouteUnmatched {
-				// Semantic conventions: without a route the span name is the method.
-				trace.SpanFromContext(ctx).SetName(method)
-			}
 			m.observe(ctx, route, method, status, elapsed)
 
 			level := slog.LevelInfo

@@ -245,12 +245,12 @@ func TestTracingRecordsOneSpanPerRequest(t *testing.T) {
 	require.Equal(t, ok.SpanContext(), handlerSpan, "the handler runs inside the span")
 	attrs := attrMap(ok)
 	require.Equal(t, "/x/:id", attrs["http.route"].AsString())
-	require.Equal(t, int64(204), attrs["http.status_code"].AsInt64())
+	require.Equal(t, int64(204), attrs["http.response.status_code"].AsInt64())
 
 	failed := spans[1]
 	require.Equal(t, "GET /fail", failed.Name())
 	require.Equal(t, codes.Error, failed.Status().Code)
-	require.Equal(t, int64(500), attrMap(failed)["http.status_code"].AsInt64())
+	require.Equal(t, int64(500), attrMap(failed)["http.response.status_code"].AsInt64())
 	require.NotEmpty(t, failed.Events(), "the hidden cause is recorded on the span")
 
 	require.Equal(t, "GET", spans[2].Name(), "no route, no template in the name")

@@ -11,9 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/contrib/instrumentation/github.com/labstack/echo/otelecho"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -57,13 +55,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, tp trace.Tr
 
 	e.Use(
 		requestID(logger),
-		otelecho.Middleware(ServiceName,
-			otelecho.WithTracerProvider(tp),
-			// W3C trace context is what the outbox writes into Kafka headers, so
-			// it is what we accept, whatever the global propagator is.
-			otelecho.WithPropagators(propagation.NewCompositeTextMapPropagator(
-				propagation.TraceContext{}, propagation.Baggage{})),
-		),
+		traceRequests(tp, cfg.Propagator),
 		observe(logger, newHTTPMetrics(reg)),
 		recoverPanics(),
 		bodyLimit(limit),

@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/contrib/propagators/autoprop"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // exporterVariables are the standard variables that ask for a span exporter.
@@ -20,14 +23,31 @@ var exporterVariables = []string{
 	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 }
 
-// NewTracerProvider builds the process's tracer provider from the standard
-// OTEL_* variables and installs it, with the W3C trace-context propagator,
-// as the global one.
+// TracerProvider is the process's tracer provider, which the process shuts
+// down (flushing the spans still batched) before it exits.
+type TracerProvider interface {
+	trace.TracerProvider
+	Shutdown(ctx context.Context) error
+}
+
+// NewTracerProvider builds the process's tracer provider and propagator from
+// the standard OTEL_* variables and installs both as the global ones.
 //
-// With none of those variables set there is no exporter, but spans are still
+// OTEL_SDK_DISABLED=true gives the no-op provider, as the specification
+// says: no span is recorded, but an incoming trace context still passes
+// through to the Kafka headers. OTEL_PROPAGATORS picks the propagators of
+// incoming requests (W3C trace context and baggage by default).
+//
+// With no exporter variable set there is no exporter, but spans are still
 // recorded with real trace ids: the traceparent of a request or a cycle must
 // reach the Kafka record even where nothing collects the spans here.
-func NewTracerProvider(ctx context.Context, serviceVersion string) (*sdktrace.TracerProvider, error) {
+func NewTracerProvider(ctx context.Context, serviceVersion string) (TracerProvider, error) {
+	otel.SetTextMapPropagator(autoprop.NewTextMapPropagator())
+	if SDKDisabled() {
+		tp := disabledProvider{noop.NewTracerProvider()}
+		otel.SetTracerProvider(tp)
+		return tp, nil
+	}
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
 		semconv.ServiceName(serviceName()),
 		semconv.ServiceVersion(serviceVersion),
@@ -47,9 +67,19 @@ func NewTracerProvider(ctx context.Context, serviceVersion string) (*sdktrace.Tr
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
 	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return tp, nil
 }
+
+// SDKDisabled reports whether OTEL_SDK_DISABLED asks for the no-op SDK
+// ("true", in any case; any other value leaves it enabled).
+func SDKDisabled() bool {
+	return strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true")
+}
+
+// disabledProvider is the no-op provider with nothing to shut down.
+type disabledProvider struct{ noop.TracerProvider }
+
+func (disabledProvider) Shutdown(context.Context) error { return nil }
 
 func exporterRequested() bool {
 	for _, name := range exporterVariables {

@@ -17,6 +17,8 @@ type relayMetrics struct {
 	published *prometheus.CounterVec
 	errors    *prometheus.CounterVec
 	active    *prometheus.GaugeVec
+	// unacknowledged counts the duplicates a relay leaves behind.
+	unacknowledged *prometheus.CounterVec
 }
 
 func registerRelayMetrics(reg prometheus.Registerer, topics []string) (*relayMetrics, error) {
@@ -41,15 +43,23 @@ func registerRelayMetrics(reg prometheus.Registerer, topics []string) (*relayMet
 	if err != nil {
 		return nil, err
 	}
+	unacknowledged, err := observability.RegisterOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pin_outbox_unacknowledged_sends_total",
+		Help: "Outbox messages Kafka acknowledged whose row the relay could not acknowledge (it had lost the lead or its session); the next active relay sends each again, a duplicate on the topic.",
+	}, []string{"topic"}))
+	if err != nil {
+		return nil, err
+	}
 	for _, t := range topics {
 		// The series exist at 0 from the start: a counter that first appears
 		// at 1 is no increase to rate()/increase(), so the first failure
 		// would go unseen by the alerts and dashboards.
 		published.WithLabelValues(t)
 		failed.WithLabelValues(t)
+		unacknowledged.WithLabelValues(t)
 		active.WithLabelValues(t).Set(0)
 	}
-	return &relayMetrics{published: published, errors: failed, active: active}, nil
+	return &relayMetrics{published: published, errors: failed, active: active, unacknowledged: unacknowledged}, nil
 }
 
 // MetricsConfig says which outbox tables the metrics describe.

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,14 +36,22 @@ type RelayConfig struct {
 	// outbox empty (default DefaultPollInterval); after a non-empty batch it looks again at
 	// once, and for the next ten empty reads it pauses a tenth of it. It
 	// bounds the commit-to-Kafka latency of the first event after a quiet
-	// spell.
+	// spell. A pause longer than SessionTimeout/5 is cut to it: the read is
+	// the idle leader's heartbeat.
 	PollInterval time.Duration
 	// BatchSize is how many rows one round reads, publishes and acknowledges
 	// (default 200). After a crash up to one batch may be sent again.
 	BatchSize int
 	// LockRetryInterval is how often a standby tries to become the active
-	// relay of a topic (default 1s); it bounds the takeover time.
+	// relay of a topic (default 1s); it bounds the takeover time. It must be
+	// shorter than SessionTimeout.
 	LockRetryInterval time.Duration
+	// SessionTimeout is how long the database lets a relay's session stay
+	// silent before it ends it, releasing the lock (default 5s). The active
+	// relay pings every fifth of it, so only a frozen process stays silent
+	// that long: it is replaced within SessionTimeout + LockRetryInterval.
+	// At least 1s.
+	SessionTimeout time.Duration
 	// StatementTimeout bounds every statement of the relay (default 5s): an
 	// active relay whose database stops answering gives up within it.
 	StatementTimeout time.Duration
@@ -77,6 +84,9 @@ func (c *RelayConfig) setDefaults() {
 	}
 	if c.LockRetryInterval <= 0 {
 		c.LockRetryInterval = time.Second
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 5 * time.Second
 	}
 	if c.StatementTimeout <= 0 {
 		c.StatementTimeout = 5 * time.Second
@@ -137,6 +147,13 @@ func NewRelay(db *sql.DB, cfg RelayConfig, logger *slog.Logger, reg prometheus.R
 		seen[tableBase(t)] = true
 	}
 	cfg.setDefaults()
+	if cfg.SessionTimeout < time.Second {
+		return nil, fmt.Errorf("outbox: NewRelay: SessionTimeout %v is below 1s: a live relay waiting for the database would lose the lead", cfg.SessionTimeout)
+	}
+	if cfg.LockRetryInterval >= cfg.SessionTimeout {
+		return nil, fmt.Errorf("outbox: NewRelay: LockRetryInterval %v must be shorter than SessionTimeout %v, or the database ends a standby's session between two tries",
+			cfg.LockRetryInterval, cfg.SessionTimeout)
+	}
 	m, err := registerRelayMetrics(reg, cfg.Topics)
 	if err != nil {
 		return nil, err
@@ -193,14 +210,18 @@ func (r *Relay) Run(ctx context.Context) error {
 // topic's advisory lock, then loops — read a batch, publish it, acknowledge
 // it, commit — until ctx ends (nil) or something fails (the error). The lock
 // is a session lock on conn, so it ends with the session: when this process
-// dies or its connection is cut, PostgreSQL releases it and a standby's next
-// try succeeds.
+// dies, freezes or its connection is cut, PostgreSQL releases it and a
+// standby's next try succeeds. Every acknowledgement runs on conn, so a relay
+// whose session ended acknowledges nothing (leader.go).
 func (r *Relay) relay(ctx context.Context, topic string) error {
 	conn, err := r.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("database connection: %w", err)
 	}
 	defer discard(conn)
+	if err := r.openSession(ctx, conn); err != nil {
+		return err
+	}
 	if err := r.awaitLock(ctx, conn, topic); err != nil {
 		return err
 	}
@@ -208,11 +229,14 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 	defer r.metrics.active.WithLabelValues(topic).Set(0)
 	r.logger.InfoContext(ctx, "outbox relay active", "topic", topic)
 
-	producer, err := wmkafka.NewPublisher(wmkafka.PublisherConfig{
-		Brokers:               r.cfg.Brokers,
-		Marshaler:             kafka.Marshaler{},
-		OverwriteSaramaConfig: r.cfg.Sarama,
-	}, r.wmLog)
+	var producer *wmkafka.Publisher
+	r.whileLeading(ctx, conn, func(context.Context) {
+		producer, err = wmkafka.NewPublisher(wmkafka.PublisherConfig{
+			Brokers:               r.cfg.Brokers,
+			Marshaler:             kafka.Marshaler{},
+			OverwriteSaramaConfig: r.cfg.Sarama,
+		}, r.wmLog)
+	})
 	if err != nil {
 		// A broker that refuses us (down, bad credentials, untrusted
 		// certificate) is a failed publish attempt for the operator.
@@ -227,6 +251,7 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 		// went to Kafka is acknowledged rather than sent again. READ
 		// COMMITTED: the SELECT takes its snapshot after the lock was
 		// granted, so it sees every acknowledgement of the previous holder.
+		roundStart := time.Now()
 		round, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxRound)
 		tx, err := conn.BeginTx(round, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
@@ -235,12 +260,26 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 		}
 		rows, err := r.readBatch(round, tx, topic)
 		if err == nil && len(rows) > 0 {
-			acked, dead, sendErr := r.publish(round, producer, topic, rows)
-			err = r.acknowledge(round, tx, topic, acked, dead)
+			traced, span := r.startRoundSpan(round, topic, roundStart, len(rows))
+			var acked []int64
+			var dead []deadLetter
+			var sendErr error
+			r.whileLeading(traced, tx, func(ctx context.Context) {
+				acked, dead, sendErr = r.publish(ctx, producer, topic, rows)
+			})
+			err = r.acknowledge(traced, tx, topic, acked, dead)
 			if err == nil {
 				err = tx.Commit()
 			}
+			if err != nil && len(acked) > 0 {
+				// Kafka has them, the outbox does not know: the next
+				// active relay sends them again.
+				r.metrics.unacknowledged.WithLabelValues(topic).Add(float64(len(acked)))
+				r.logger.WarnContext(ctx, "outbox acknowledgement failed after publishing",
+					"topic", topic, "sent_again", len(acked), "err", err)
+			}
 			err = errors.Join(sendErr, err)
+			endSpan(span, err, "relay round failed")
 		}
 		_ = tx.Rollback() // after a commit, a no-op
 		cancel()
@@ -254,7 +293,7 @@ func (r *Relay) relay(ctx context.Context, topic string) error {
 		case len(rows) > 0:
 			quiet = 0
 			continue // traffic: look again at once
-		case !sleep(ctx, r.pause(quiet)):
+		case !sleep(ctx, min(r.pause(quiet), r.heartbeat())): // an idle leader's read is its heartbeat
 			return nil
 		}
 		quiet++
@@ -276,47 +315,6 @@ func (r *Relay) pause(quiet int) time.Duration {
 // timeouts of a failing broker, the poison retries): a round still running
 // then is on a connection that stopped answering, and is given up.
 const maxRound = 2 * time.Minute
-
-// awaitLock returns once this session holds topic's advisory lock. It polls
-// with pg_try_advisory_lock rather than waiting in pg_advisory_lock: a
-// waiting statement would hold a snapshot, and the cluster's vacuum horizon
-// with it, for as long as this instance stands by.
-func (r *Relay) awaitLock(ctx context.Context, conn *sql.Conn, topic string) error {
-	// The server drops a session whose client went silent within seconds,
-	// not the kernel's two hours, and so releases its lock. An acknowledgement
-	// lost in a server crash only means the rows are sent again: it need not
-	// wait for the WAL flush.
-	if _, err := r.exec(ctx, conn, `SET tcp_keepalives_idle = 2; SET tcp_keepalives_interval = 1;
-		SET tcp_keepalives_count = 2; SET tcp_user_timeout = 4000; SET synchronous_commit = off`); err != nil {
-		return fmt.Errorf("relay session: %w", err)
-	}
-	for {
-		var held bool
-		stmt, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
-		err := conn.QueryRowContext(stmt, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, lockName(topic)).Scan(&held)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
-			return fmt.Errorf("advisory lock of %s: %w", topic, err)
-		case held:
-			return nil
-		case !sleep(ctx, r.cfg.LockRetryInterval):
-			return ctx.Err()
-		}
-	}
-}
-
-// lockName is the text hashed into topic's advisory lock key; operators find
-// the holder with it (docs/runbooks/outbox-backlog.md).
-func lockName(topic string) string { return "pin outbox relay " + topic }
-
-func (r *Relay) exec(ctx context.Context, conn *sql.Conn, query string) (sql.Result, error) {
-	stmt, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
-	defer cancel()
-	return conn.ExecContext(stmt, query)
-}
 
 // outboxRow is one unacknowledged row. bad is set when the row cannot even
 // be turned into a message; it then goes straight to the dead letters.
@@ -369,9 +367,13 @@ func (r *Relay) readBatch(ctx context.Context, tx *sql.Tx, topic string) ([]outb
 // produce requests), and the next wave starts when it is acknowledged, so
 // the records of a key reach their partition in outbox order. It returns
 // the offsets Kafka acknowledged and the messages to dead-letter; on a
-// failure of the broker it stops there and returns the error as well.
+// failure of the broker, or once ctx ended (the lead lost), it stops there
+// and returns the error as well.
 func (r *Relay) publish(ctx context.Context, producer *wmkafka.Publisher, topic string, rows []outboxRow) (acked []int64, dead []deadLetter, err error) {
 	for _, wave := range waves(rows) {
+		if ctx.Err() != nil {
+			return acked, dead, context.Cause(ctx) // the lead is lost: send no more
+		}
 		errs := make([]error, len(wave))
 		var wg sync.WaitGroup
 		for i, row := range wave {
@@ -503,13 +505,6 @@ func isMessageError(err error) bool {
 		}
 	}
 	return false
-}
-
-// discard closes conn's session instead of returning it to the pool: it may
-// hold the relay's advisory lock.
-func discard(conn *sql.Conn) {
-	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	_ = conn.Close()
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

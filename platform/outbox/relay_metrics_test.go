@@ -28,7 +28,7 @@ func TestRelayExportsItsMetricsFromTheStart(t *testing.T) {
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
 			switch f.GetName() {
-			case "pin_outbox_published_total", "pin_outbox_publish_errors_total":
+			case "pin_outbox_published_total", "pin_outbox_publish_errors_total", "pin_outbox_unacknowledged_sends_total":
 				require.Zero(t, m.GetCounter().GetValue(), f.GetName())
 			case "pin_outbox_relay_active":
 				require.Zero(t, m.GetGauge().GetValue(), f.GetName())
@@ -41,5 +41,6 @@ func TestRelayExportsItsMetricsFromTheStart(t *testing.T) {
 	}
 	require.Equal(t, map[string]bool{
 		"pin_outbox_published_total": true, "pin_outbox_publish_errors_total": true, "pin_outbox_relay_active": true,
+		"pin_outbox_unacknowledged_sends_total": true,
 	}, found)
 }

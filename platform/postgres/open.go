@@ -13,7 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"go.opentelemetry.io/otel/trace"
 	gormpostgres "gorm.io/driver/postgres"
 	"gorm.io/gorm"
 )
@@ -45,6 +48,9 @@ type PoolConfig struct {
 	// Logger receives GORM's lines (failing and slow statements);
 	// slog.Default() when nil.
 	Logger *slog.Logger
+	// TracerProvider receives a span per statement (without its parameter
+	// values) run under a recording span; the global provider when nil.
+	TracerProvider trace.TracerProvider
 }
 
 // API request budget (docs/adr/0005-hostile-input.md): the API's sessions
@@ -74,7 +80,8 @@ const (
 // time zone (watermill's created_at) hold UTC. Prepared statements are off
 // in GORM (pgx still caches statements per connection) because transactions
 // are handed to watermill-sql as plain *sql.Tx. GORM logs only slow
-// statements and errors, with their parameters left out.
+// statements and errors, with their parameters left out; a statement run
+// under a recording span gets a span of its own, without its parameters.
 func Open(ctx context.Context, url string) (*gorm.DB, error) {
 	return OpenPool(ctx, url, PoolConfig{})
 }
@@ -87,7 +94,12 @@ func OpenPool(ctx context.Context, url string, cfg PoolConfig) (*gorm.DB, error)
 	if err != nil {
 		return nil, err
 	}
-	db, err := gorm.Open(gormpostgres.New(gormpostgres.Config{DSN: dsn}), &gorm.Config{
+	connCfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse database URL: %w", err)
+	}
+	connCfg.Tracer = newTracer(cfg.TracerProvider)
+	db, err := gorm.Open(gormpostgres.New(gormpostgres.Config{Conn: stdlib.OpenDB(*connCfg)}), &gorm.Config{
 		PrepareStmt:          false,
 		DisableAutomaticPing: true,
 		NowFunc:              func() time.Time { return time.Now().UTC() },

@@ -107,12 +107,6 @@ func TestMissingDocsReportsPlanted(t *testing.T) {
 // the binary (README, the pin dev banner), BASE the instance's address.
 var httpPIN = regexp.MustCompile(`\$\{?PIN\}?/|\bPIN=https?:|address in ` + "`PIN`")
 
-// pinAsAddress lists the documents whose commands still use PIN as the
-// instance's address; their owners rename it to BASE.
-var pinAsAddress = map[string]bool{
-	"docs/runbooks/outbox-backlog.md": true,
-}
-
 // TestPINNamesOnlyTheBinary reads the README and every document under
 // docs/: none uses PIN for an HTTP address, so a reader who exported
 // PIN as the binary never curls it.
@@ -124,9 +118,6 @@ func TestPINNamesOnlyTheBinary(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(repoRoot, path)
-		if pinAsAddress[filepath.ToSlash(rel)] {
-			return nil
-		}
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			return err
