@@ -35,6 +35,10 @@ Usage:
   pin token --tenant UUID [--user UUID] [--role ROLE]...  print a development JWT
   pin outbox dead-letters list [--topic T]    list the relay's dead letters, one JSON object a line
   pin outbox dead-letters replay ID...|--all  put dead letters back in the outbox with their original messageId
+  pin promotion poison list                   list the purchases the expiry job remembers as poison, one JSON object a line
+  pin promotion poison release PURCHASE_ID...|--all  forget poison purchases: the next cycle takes them in normal order
+  pin consumer dead-letters list [--group G]  list the consumers' dead letters, one JSON object a line
+  pin consumer dead-letters replay ID...|--all  hand dead letters to their consumer again (the boost projection, in this process)
   pin healthcheck                             exit 0 when the local server's /readyz answers 200
   pin version                                 print the version (also: pin --version)
 
@@ -75,7 +79,11 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	case "expire-promotions":
 		err = expirePromotions(ctx, args[1:], environ, stdout, stderr)
 	case "outbox":
-		err = outboxCommand(ctx, args[1:], environ, stdout)
+		err = outboxCommand(ctx, args[1:], environ, stdout, stderr)
+	case "promotion":
+		err = promotionCommand(ctx, args[1:], environ, stdout, stderr)
+	case "consumer":
+		err = consumerCommand(ctx, args[1:], environ, stdout, stderr)
 	case "token":
 		err = token(args[1:], environ, stdout)
 	case "healthcheck":

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -65,11 +64,7 @@ func migrate(ctx context.Context, args, environ []string, stdout io.Writer) erro
 
 // openDatabase opens PIN_DATABASE_URL for a command that only runs SQL.
 func openDatabase(ctx context.Context, environ []string) (*sql.DB, error) {
-	cfg, err := config.Load(environ, 0)
-	if err != nil {
-		return nil, err
-	}
-	db, err := postgres.Open(ctx, cfg.DatabaseURL)
+	db, err := openGormDatabase(ctx, environ)
 	if err != nil {
 		return nil, err
 	}

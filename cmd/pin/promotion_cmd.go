@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/google/uuid"
+
+	"github.com/pinmarket/pin/modules/promotion"
+)
+
+// promotionCommand runs `pin promotion …`: the promotion module's operator
+// commands, with only PIN_DATABASE_URL.
+var promotionCommand = commandGroup("promotion", map[string]subcommand{
+	"poison": commandGroup("promotion poison", map[string]subcommand{
+		"list":    listPoison,
+		"release": releasePoison,
+	}),
+})
+
+// listPoison prints the purchases the expiry job remembers as poison, one
+// JSON object a line, the first to fail first.
+func listPoison(ctx context.Context, args, environ []string, stdout, _ io.Writer) error {
+	if err := noArgs("promotion poison list", "promotion poison list", args, stdout); err != nil {
+		return err
+	}
+	db, err := openDatabase(ctx, environ)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	poison, err := promotion.ListPoison(ctx, db)
+	if err != nil {
+		return err
+	}
+	return printJSONLines(stdout, poison)
+}
+
+// releasePoison forgets the named poison purchases (or with --all every
+// one), so the next expiry cycle takes them in normal order, and prints
+// each one released as list does.
+func releasePoison(ctx context.Context, args, environ []string, stdout, _ io.Writer) error {
+	const name = "promotion poison release"
+	fs := newFlags(name)
+	all := fs.Bool("all", false, "release every poison purchase; required when no PURCHASE_ID is named")
+	if err := parseFlags(fs, name+" PURCHASE_ID...|--all", args, stdout); err != nil {
+		return err
+	}
+	ids, err := namedOrAll(name, "a purchase id (a UUID, the purchaseId of list)", fs.Args(), *all,
+		func(arg string) (uuid.UUID, bool) {
+			id, err := uuid.Parse(arg)
+			return id, err == nil
+		})
+	if err != nil {
+		return err
+	}
+	db, err := openDatabase(ctx, environ)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	released, err := promotion.ReleasePoison(ctx, db, ids, *all)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return printJSONLines(stdout, released)
+}
