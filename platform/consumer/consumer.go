@@ -8,7 +8,8 @@
 //   - dead letters: a record that cannot be decoded, or whose handler keeps
 //     failing, is kept byte for byte in consumer.dead_letters and the
 //     partition moves on; whatever a record holds, its dead letter can be
-//     written (deadletter.go);
+//     written (deadletter.go). A fault of the database is never a record's:
+//     the batch rolls back and the runner restarts;
 //   - skips: a record the handler declines (ErrSkip, e.g. an event type it
 //     does not know) is counted and passed over, neither applied nor
 //     dead-lettered;
@@ -95,6 +96,8 @@ type Handler[B any] interface {
 	// new versions. Each event's Version is above its LastVersion. A handler
 	// may loop over them or apply them as a set. An error rolls everything
 	// back, and the events are then applied one per call (and transaction),
-	// retried, and the failing one dead-lettered.
+	// retried, and the failing one dead-lettered; but a fault of the
+	// database (postgres.FaultOf: an SQLSTATE outside classes 22 and 23, or
+	// the connection) is no record's, and makes Run return instead.
 	Apply(ctx context.Context, tx *gorm.DB, events []Guarded[B]) error
 }

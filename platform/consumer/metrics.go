@@ -27,6 +27,7 @@ type metrics struct {
 	deadLetters *prometheus.CounterVec
 	skipped     *prometheus.CounterVec
 	retries     *prometheus.CounterVec
+	dbFaults    *prometheus.CounterVec
 	delay       *prometheus.HistogramVec
 	batch       *prometheus.HistogramVec
 }
@@ -51,6 +52,7 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 		{&m.deadLetters, "pin_consumer_dead_letters_total", "Records put in consumer.dead_letters: undecodable, or still failing after the retries."},
 		{&m.skipped, "pin_consumer_skipped_total", "Records a consumer's handler declined as not for it (an event type it does not know): neither applied nor dead-lettered."},
 		{&m.retries, "pin_consumer_retries_total", "Failed attempts to apply an event that were retried."},
+		{&m.dbFaults, "pin_consumer_database_faults_total", "Batches rolled back for a fault of the database, not of a record (an SQLSTATE outside classes 22 and 23, or the connection): the runner restarts, nothing is dead-lettered."},
 	} {
 		if *c.dst, err = counter(c.name, c.help); err != nil {
 			return nil, fmt.Errorf("consumer: register metrics: %w", err)
@@ -73,7 +75,7 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 		return nil, fmt.Errorf("consumer: register metrics: %w", err)
 	}
 	// Export every series from the start, so dashboards show 0, not no data.
-	for _, v := range []*prometheus.CounterVec{m.consumed, m.duplicates, m.stale, m.deadLetters, m.skipped, m.retries} {
+	for _, v := range []*prometheus.CounterVec{m.consumed, m.duplicates, m.stale, m.deadLetters, m.skipped, m.retries, m.dbFaults} {
 		v.WithLabelValues(consumer)
 	}
 	m.delay.WithLabelValues(consumer)

@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // Config configures a Runner. Zero values take the defaults.
@@ -178,9 +179,10 @@ func (p partitions[B]) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 
 // processBatch takes one partition's batch to its end: the undecodable
 // records dead-lettered, the others applied in one transaction. When that
-// transaction fails, the events are processed one by one, so that only the
-// failing one is retried and dead-lettered. A nil return means the batch's
-// offsets may be marked.
+// transaction fails for a record's reason, the events are processed one by
+// one, so that only the failing one is retried and dead-lettered; for a
+// fault of the database, the error is returned. A nil return means the
+// batch's offsets may be marked.
 func (r *Runner[B]) processBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) error {
 	recs := make([]Record, 0, len(msgs))
 	events := make([]Event[B], 0, len(msgs))
@@ -207,6 +209,9 @@ func (r *Runner[B]) processBatch(ctx context.Context, msgs []*sarama.ConsumerMes
 		}
 		return nil
 	}
+	if postgres.FaultOf(err) == postgres.FaultOfDatabase {
+		return r.databaseFault(recs[0], recs[len(recs)-1], err)
+	}
 	if len(events) > 1 {
 		r.logger.WarnContext(ctx, "batch failed; applying its events one by one", "events", len(events), "error", err)
 	}
@@ -219,7 +224,8 @@ func (r *Runner[B]) processBatch(ctx context.Context, msgs []*sarama.ConsumerMes
 }
 
 // process applies one event in a transaction of its own, retrying while
-// Apply fails, and dead-letters it when it keeps failing.
+// Apply fails, and dead-letters it when it keeps failing, unless the
+// database is at fault.
 func (r *Runner[B]) process(ctx context.Context, rec Record, e Event[B]) error {
 	backoff := r.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
@@ -228,6 +234,9 @@ func (r *Runner[B]) process(ctx context.Context, rec Record, e Event[B]) error {
 			r.metrics.batch.WithLabelValues(r.cfg.Name).Observe(1)
 			r.count(ctx, outs[0], e)
 			return nil
+		}
+		if postgres.FaultOf(err) == postgres.FaultOfDatabase {
+			return r.databaseFault(rec, rec, err)
 		}
 		if attempt >= r.cfg.MaxAttempts {
 			return r.deadLetter(ctx, rec, err, attempt)
@@ -242,6 +251,19 @@ func (r *Runner[B]) process(ctx context.Context, rec Record, e Event[B]) error {
 		}
 		backoff *= 2
 	}
+}
+
+// databaseFault counts a batch, from first to last, that rolled back for a
+// fault of the database and returns the error that restarts the runner: no
+// record is to blame, so none is retried or dead-lettered, and the batch is
+// delivered again. The host logs the error once.
+func (r *Runner[B]) databaseFault(first, last Record, err error) error {
+	r.metrics.dbFaults.WithLabelValues(r.cfg.Name).Inc()
+	at := fmt.Sprintf("%s/%d@%d", first.Topic, first.Partition, first.Offset)
+	if last.Offset != first.Offset {
+		at += fmt.Sprintf("..%d", last.Offset)
+	}
+	return fmt.Errorf("fault of the database applying %s, rolled back: %w", at, err)
 }
 
 // apply runs one transaction for events, in their order: the inbox

@@ -51,30 +51,47 @@ func (flakyHandler) Apply(_ context.Context, _ *gorm.DB, events []consumer.Guard
 	return nil
 }
 
+// kit is a runner of flakyHandler, not started, on a database and a topic
+// of its own, and a producer onto that topic.
+type kit struct {
+	db     *testbed.Database
+	reg    *prometheus.Registry
+	runner *consumer.Runner[testEvent]
+	client *kgo.Client
+}
+
+func newKit(t *testing.T, cfg consumer.Config) kit {
+	t.Helper()
+	k := kit{db: testbed.NewDatabase(t), reg: prometheus.NewRegistry()}
+	brokers := testbed.NewKafka(t, topic)
+	cfg.Topic, cfg.Brokers = topic, brokers
+	var err error
+	k.runner, err = consumer.NewRunner(k.db.Gorm, cfg, flakyHandler{}, slog.New(slog.DiscardHandler), k.reg)
+	require.NoError(t, err)
+	k.client, err = kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
+	require.NoError(t, err)
+	t.Cleanup(k.client.Close)
+	return k
+}
+
+// produce puts e on the topic, keyed by its aggregate.
+func (k kit) produce(t *testing.T, e testEvent) {
+	t.Helper()
+	value, err := json.Marshal(e)
+	require.NoError(t, err)
+	require.NoError(t, k.client.ProduceSync(context.Background(), &kgo.Record{Key: []byte(e.Aggregate), Value: value}).FirstErr())
+}
+
 // TestHandlerThatKeepsFailingIsDeadLetteredAndThePartitionMovesOn: after
 // MaxAttempts the record goes to consumer.dead_letters with its error, and
 // the next record of the same aggregate (so of the same partition) applies.
 func TestHandlerThatKeepsFailingIsDeadLetteredAndThePartitionMovesOn(t *testing.T) {
 	t.Parallel()
-	db := testbed.NewDatabase(t)
-	brokers := testbed.NewKafka(t, topic)
-	reg := prometheus.NewRegistry()
-	r, err := consumer.NewRunner(db.Gorm, consumer.Config{
-		Name: "kit-test", Topic: topic, Brokers: brokers, MaxAttempts: 3, RetryBackoff: time.Millisecond,
-	}, flakyHandler{}, slog.New(slog.DiscardHandler), reg)
-	require.NoError(t, err)
-	testbed.StartRunner(t, r)
-
-	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
-	require.NoError(t, err)
-	t.Cleanup(client.Close)
-	produce := func(e testEvent) {
-		value, err := json.Marshal(e)
-		require.NoError(t, err)
-		require.NoError(t, client.ProduceSync(context.Background(), &kgo.Record{Key: []byte(e.Aggregate), Value: value}).FirstErr())
-	}
-	produce(testEvent{MessageID: uuid.New(), Aggregate: "a", Version: 1, Fail: true})
-	produce(testEvent{MessageID: uuid.New(), Aggregate: "a", Version: 2})
+	k := newKit(t, consumer.Config{Name: "kit-test", MaxAttempts: 3, RetryBackoff: time.Millisecond})
+	db, reg := k.db, k.reg
+	testbed.StartRunner(t, k.runner)
+	k.produce(t, testEvent{MessageID: uuid.New(), Aggregate: "a", Version: 1, Fail: true})
+	k.produce(t, testEvent{MessageID: uuid.New(), Aggregate: "a", Version: 2})
 
 	require.Eventually(t, func() bool {
 		var v int64

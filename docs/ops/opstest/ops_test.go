@@ -59,6 +59,7 @@ var plannedMetrics = []string{
 	"pin_consumer_duplicates_total",
 	"pin_consumer_stale_total",
 	"pin_consumer_dead_letters_total",
+	"pin_consumer_database_faults_total",
 	"pin_kafka_topic_partitions",
 }
 
@@ -124,7 +125,7 @@ func TestAlertRules(t *testing.T) {
 		"PromotionExpireJobNotRunning", "PromotionExpireBacklogHigh", "PromotionExpireErrors",
 		"PromotionExpirePoisonPurchases",
 		"PromotionOutboxBacklogHigh", "PromotionOutboxDeadLetters", "PromotionOutboxLagGrowing",
-		"PromotionConsumerDelayHigh", "PromotionConsumerDeadLetters",
+		"PromotionConsumerDelayHigh", "PromotionConsumerDeadLetters", "PromotionConsumerDatabaseFaults",
 		"PromotionKafkaTopicMisconfigured",
 		"PromotionOutboxNoActiveRelay",
 	}, names)

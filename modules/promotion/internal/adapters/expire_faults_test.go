@@ -1,14 +1,12 @@
 package adapters
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
@@ -81,25 +79,6 @@ func TestExpireFaultClassByRealStatement(t *testing.T) {
 			require.Equal(t, 5, b.run(t, 200, 1).Expired, "the next cycle does the whole batch")
 		})
 	}
-}
-
-// The classification table, class by class, without a database: only
-// classes 22 and 23 are a row's fault; every other error (another class, a
-// context's end, an error that is not PostgreSQL's) is the batch's.
-func TestExpireFaultClassTable(t *testing.T) {
-	t.Parallel()
-	for code, ofRow := range map[string]bool{
-		"42501": false, "42P01": false, "55P03": false, "57014": false, "57P01": false,
-		"08006": false, "53300": false, "40001": false, "40P01": false, "25P02": false,
-		"XX000": false, "58030": false, "P0001": false, "0A000": false,
-		"23514": true, "23505": true, "23503": true, "23502": true,
-		"22P02": true, "22001": true, "22003": true, "22P05": true, "22021": true,
-	} {
-		err := fmt.Errorf("update purchases: %w", &pgconn.PgError{Code: code, Message: "test"})
-		require.Equal(t, ofRow, faultOf(err) == rowFault, "SQLSTATE %s", code)
-	}
-	require.Equal(t, batchFault, faultOf(errors.New("connection reset by peer")))
-	require.Equal(t, batchFault, faultOf(context.DeadlineExceeded))
 }
 
 // A lost version race is not poison: the expiry whose version

@@ -170,7 +170,7 @@ func (b *expireBundle) metric(tb testing.TB, name string, labels ...string) floa
 
 // failUpdatesOf makes every UPDATE of purchase id raise an exception with
 // the given SQLSTATE: a row's fault (class 22 or 23) or the batch's (any
-// other, faultBySQLStateClass).
+// other, postgres.FaultOf).
 func (b *expireBundle) failUpdatesOf(tb testing.TB, id uuid.UUID, sqlstate string) {
 	tb.Helper()
 	b.exec(tb, fmt.Sprintf(`CREATE OR REPLACE FUNCTION promotion.expire_test_fail() RETURNS trigger

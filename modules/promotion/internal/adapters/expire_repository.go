@@ -12,7 +12,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
@@ -59,7 +58,7 @@ type expiryCandidate struct {
 // slip between a transition and its event. A batch is five round trips:
 // BEGIN, SET LOCAL, one selection, one write (transitions, events, poison
 // forgotten), COMMIT. When the set-based write fails for a row's data
-// (faultOf), the batch is rolled back and done again with a savepoint per
+// (postgres.FaultOf), the batch is rolled back and done again with a savepoint per
 // row, so only that row is set aside; any other error rolls it back whole.
 func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
 	if b.Limit <= 0 || b.Expire == nil {
@@ -106,7 +105,7 @@ func (r *ExpireRepository) expireBatch(ctx context.Context, b app.ExpireBatch, r
 			written, unwritten, failed, err = r.writeRowByRow(ctx, tx, candidates)
 		} else {
 			written, unwritten, err = r.writeSet(ctx, tx, candidates, sel.retried > 0)
-			if err != nil && faultOf(err) == rowFault {
+			if err != nil && postgres.FaultOf(err) == postgres.FaultOfData {
 				return fmt.Errorf("%w: %w", errSetRefused, err)
 			}
 		}
@@ -433,7 +432,7 @@ func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []ex
 }
 
 // writeRowByRow writes each candidate's transition and events under its own
-// savepoint, so a row whose own statements fail for its data (faultOf) is
+// savepoint, so a row whose own statements fail for its data (postgres.FaultOf) is
 // set aside and the others are kept, then forgets the poison records of
 // those written. Any other error aborts the batch.
 func (r *ExpireRepository) writeRowByRow(ctx context.Context, tx postgres.Tx, cs []expiryCandidate) (written []expiryCandidate, unwritten []transition, failed []app.FailedExpiry, err error) {
@@ -451,7 +450,7 @@ func (r *ExpireRepository) writeRowByRow(ctx context.Context, tx postgres.Tx, cs
 			unwritten = append(unwritten, stale...)
 		case rowErr == nil:
 			written = append(written, c)
-		case faultOf(rowErr) == rowFault:
+		case postgres.FaultOf(rowErr) == postgres.FaultOfData:
 			failed = append(failed, app.FailedExpiry{PurchaseID: c.purchase.ID(), Err: rowErr})
 		default:
 			return nil, nil, nil, rowErr
@@ -534,46 +533,6 @@ func inSavepoint(ctx context.Context, tx postgres.Tx, name string, fn func() err
 		return fmt.Errorf("release savepoint %s: %w", name, err)
 	}
 	return nil
-}
-
-// fault is whose fault an error of the expiry's write is: a row's (the
-// row is set aside as poison, the rest commits) or the batch's (the whole
-// batch rolls back, nothing is remembered, the cycle fails).
-type fault int
-
-const (
-	batchFault fault = iota
-	rowFault
-)
-
-// faultBySQLStateClass is the one table that says whose fault a PostgreSQL
-// error is, by SQLSTATE class (its first two characters), when that row's
-// own statement raised it. Only the row's data can be its fault; a class
-// not listed is the batch's (docs/expire-promotions-job.md#whose-fault).
-var faultBySQLStateClass = map[string]fault{
-	"22": rowFault,   // data exception: a value of the row
-	"23": rowFault,   // integrity constraint violation: the row breaks a constraint
-	"08": batchFault, // connection exception
-	"25": batchFault, // invalid transaction state
-	"40": batchFault, // transaction rollback: serialization failure, deadlock
-	"42": batchFault, // access rule violation: 42501 privilege, 42P01 missing table
-	"53": batchFault, // insufficient resources
-	"55": batchFault, // object not in prerequisite state: 55P03 lock not available
-	"57": batchFault, // operator intervention: 57014 statement timeout, shutdown
-	"58": batchFault, // system error
-	"P0": batchFault, // a PL/pgSQL RAISE without a data class: a trigger's verdict, not the data's
-	"XX": batchFault, // internal error
-}
-
-// faultOf classifies err, an error of one row's own statement, by
-// faultBySQLStateClass. An error that is not PostgreSQL's (the connection,
-// the context) is the batch's.
-func faultOf(err error) fault {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
-		return batchFault
-	}
-	return faultBySQLStateClass[pgErr.Code[:2]]
 }
 
 // uuidStrings turns ids into the text form a uuid[] parameter accepts.
