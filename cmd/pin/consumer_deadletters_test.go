@@ -31,9 +31,11 @@ func TestConsumerDeadLettersListAndReplay(t *testing.T) {
 		require.NoError(t, err)
 	}
 	project := uuid.NewString()
+	// A class 23 code: the record's own data is refused. Any other code is a
+	// fault of the database, which restarts the consumer instead.
 	exec(`CREATE FUNCTION boost.black_box_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	IF NEW.target_id = '` + project + `' THEN RAISE EXCEPTION 'black box refuses this target'; END IF;
+	IF NEW.target_id = '` + project + `' THEN RAISE EXCEPTION 'black box refuses this target' USING ERRCODE = 'check_violation'; END IF;
 	RETURN NEW;
 END $$`)
 	exec(`CREATE TRIGGER black_box_refuse BEFORE INSERT ON boost.purchase_targets
