@@ -393,38 +393,26 @@ func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []ex
 		return nil, nil, nil
 	}
 	ts := make([]transition, len(cs))
-	ids := make([]string, len(cs))
 	for i, c := range cs {
-		ts[i], ids[i] = c.transition, c.purchase.ID().String()
+		ts[i] = c.transition
 	}
-	purchaseIDs := strings.Join(ids, ",")
 	update, args := transitionWrite(ts)
-	var query strings.Builder
-	query.WriteString("WITH updated AS (" + update + ")")
-	prepared := make(preparedEvents, 0, len(r.events))
-	for i, pub := range r.events {
-		msgs := make([]*message.Message, len(cs))
-		for j, c := range cs {
-			msgs[j] = c.events[i]
-		}
-		rows, err := r.outbox.Prepare(ctx, pub.Topic, msgs...)
-		if err != nil {
-			return nil, nil, prepared.done(fmt.Errorf("publish to %s: %w", pub.Topic, err))
-		}
-		prepared = append(prepared, rows)
-		n := len(args)
-		fmt.Fprintf(&query, `, event_%d AS (INSERT INTO %s (uuid, payload, metadata)
-	SELECT e.uuid, e.payload::json, e.metadata::json
-	FROM unnest(string_to_array($%d, ','), %s) AS e(purchase_id, uuid, payload, metadata)
-	WHERE e.purchase_id::uuid IN (SELECT id FROM updated))`, i, rows.Table, n+1, rows.Columns(n+2))
-		args = append(append(args, purchaseIDs), rows.Args()...)
+	events := make([][]*message.Message, len(cs))
+	for i, c := range cs {
+		events[i] = c.events
 	}
+	bs, err := r.events.ready(ctx, r.outbox, events...)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctes, args := bs.ctes("updated", args)
+	query := "WITH updated AS (" + update + ")" + ctes
 	if forgetPoison {
-		query.WriteString(`, forgotten AS (DELETE FROM ` + expirePoisonTable + ` WHERE purchase_id IN (SELECT id FROM updated))`)
+		query += `,
+forgotten AS (DELETE FROM ` + expirePoisonTable + ` WHERE purchase_id IN (SELECT id FROM updated))`
 	}
-	query.WriteString("\nSELECT id FROM updated")
-	updated, err := queryIDs(ctx, tx, query.String(), args)
-	if err := prepared.done(err); err != nil {
+	updated, err := queryIDs(ctx, tx, query+"\nSELECT id FROM updated", args)
+	if err := bs.done(err); err != nil {
 		return nil, nil, fmt.Errorf("write expired purchases: %w", err)
 	}
 	idx, unwritten := splitWritten(ts, updated)

@@ -159,25 +159,15 @@ func (r *PurchaseRepository) addInOneStatement(ctx context.Context, packageID uu
 	if err != nil {
 		return nil, true, err
 	}
-	var query strings.Builder
-	query.WriteString(insertPurchaseCTEs)
-	args := insertPurchaseArgs(cached, p)
-	prepared := make(preparedEvents, 0, len(r.events))
-	for i, pub := range r.events {
-		rows, err := r.outbox.Prepare(ctx, pub.Topic, msgs[i])
-		if err != nil {
-			return nil, true, prepared.done(fmt.Errorf("publish purchase-changed of %s to %s: %w", p.ID(), pub.Topic, err))
-		}
-		prepared = append(prepared, rows)
-		fmt.Fprintf(&query, `, event_%d AS (INSERT INTO %s (uuid, payload, metadata)
-	SELECT e.uuid, e.payload::json, e.metadata::json
-	FROM purchase, unnest(%s) AS e(uuid, payload, metadata))`, i, rows.Table, rows.Columns(len(args)+1))
-		args = append(args, rows.Args()...)
+	bs, err := r.events.ready(ctx, r.outbox, msgs)
+	if err != nil {
+		return nil, true, fmt.Errorf("publish purchase-changed of %s: %w", p.ID(), err)
 	}
-	query.WriteString("\nSELECT count(*) FROM purchase")
+	events, args := bs.ctes("purchase", insertPurchaseArgs(cached, p))
 	var n int
-	err = r.db.WithContext(ctx).Statement.ConnPool.QueryRowContext(ctx, query.String(), args...).Scan(&n)
-	if err := prepared.done(err); err != nil {
+	err = r.db.WithContext(ctx).Statement.ConnPool.QueryRowContext(ctx,
+		insertPurchaseCTEs+events+"\nSELECT count(*) FROM purchase", args...).Scan(&n)
+	if err := bs.done(err); err != nil {
 		return nil, true, fmt.Errorf("insert purchase %s: %w", p.ID(), err)
 	}
 	if n != 1 {
