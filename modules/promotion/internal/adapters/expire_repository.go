@@ -184,7 +184,11 @@ func columnList(prefix string, cols []string) string {
 //   - each row's targets as "kind id,kind id" in position order;
 //   - skipped: due rows another transaction holds. SKIP LOCKED does not say,
 //     so a plain read (it does not wait for locks) counts the window the
-//     selection scanned, capped, minus the rows taken.
+//     selection scanned, capped, minus the rows taken. The window ends at
+//     the batch's last row when the batch is full, else at the last due
+//     row: one row bound, AND-ed, so it is the count's index condition and
+//     the count reads the window, not the backlog (an OR made it a filter;
+//     TestExpireSkippedCountScansOnlyTheBatchWindow).
 var selectBatchQuery = `WITH due AS (
 	SELECT ` + columnList("", purchaseColumns) + ` FROM ` + purchasesTable + `
 	WHERE status = 'Active' AND ends_at <= $1 AND id <> ALL($2::uuid[]) AND NOT ` + knownPoison + `
@@ -208,8 +212,10 @@ SELECT ` + columnList("k.", purchaseColumns) + `, k.slot,
 		SELECT 1 FROM ` + purchasesTable + ` AS q
 		WHERE q.status = 'Active' AND q.ends_at <= $1 AND q.id <> ALL($2::uuid[])
 			AND NOT EXISTS (SELECT 1 FROM ` + expirePoisonTable + ` AS x WHERE x.purchase_id = q.id)
-			AND ((SELECT count(*) FROM due) < $3
-				OR (q.ends_at, q.id) <= (SELECT ends_at, id FROM due ORDER BY ends_at DESC, id DESC LIMIT 1))
+			AND (q.ends_at, q.id) <= (SELECT ends_at, id FROM (
+				(SELECT ends_at, id FROM due ORDER BY ends_at, id OFFSET $3 - 1 LIMIT 1)
+				UNION ALL SELECT $1, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid) AS bound
+				ORDER BY ends_at, id LIMIT 1)
 		ORDER BY q.ends_at, q.id LIMIT $3 + (SELECT count(*) FROM due)
 	) AS w) - (SELECT count(*) FROM due)
 FROM picked AS k
