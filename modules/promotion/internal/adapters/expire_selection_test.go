@@ -40,6 +40,34 @@ func TestExpireSkippedCountScansOnlyTheBatchWindow(t *testing.T) {
 		"the count reads the batch's window, not the %d due rows\n%s", due, plan)
 }
 
+// The literal queries read and write the purchase columns in the order
+// purchaseColumns lists them (which TestExpirePurchaseColumnsMatchModel holds
+// equal to the model), so a new column cannot go missing from one of them.
+func TestQueriesListPurchaseColumns(t *testing.T) {
+	t.Parallel()
+	for name, q := range map[string]struct {
+		query    string
+		prefixes []string
+	}{
+		"expire_select_batch": {selectBatchQuery, []string{"", "p.", "k."}},
+		"purchase_insert":     {insertPurchaseCTEs, []string{""}},
+	} {
+		flat := strings.Join(strings.Fields(q.query), " ")
+		for _, prefix := range q.prefixes {
+			require.Contains(t, flat, columnList(prefix, purchaseColumns), "%s lists purchaseColumns with prefix %q", name, prefix)
+		}
+	}
+}
+
+// columnList is cols joined as a query lists them, each with prefix.
+func columnList(prefix string, cols []string) string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = prefix + c
+	}
+	return strings.Join(out, ", ")
+}
+
 // planNode is a node of EXPLAIN (FORMAT JSON), with what the tests read.
 type planNode struct {
 	NodeType            string     `json:"Node Type"`

@@ -1,0 +1,93 @@
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/platform/postgres"
+)
+
+// rememberPoison records the batch's failures in promotion.expire_poison
+// (one more failure, the last error and attempt), in its transaction.
+func rememberPoison(ctx context.Context, tx postgres.Tx, asOf time.Time, failed []app.FailedExpiry) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	ids, msgs := make([]uuid.UUID, len(failed)), make([]string, len(failed))
+	for i, f := range failed {
+		// A text column holds no NUL and no invalid UTF-8: an error echoing
+		// such bytes must not turn into a fault of the whole batch.
+		ids[i], msgs[i] = f.PurchaseID, strings.ToValidUTF8(strings.ReplaceAll(f.Err.Error(), "\x00", ""), "\uFFFD")
+	}
+	_, err := tx.Exec.ExecContext(ctx, `INSERT INTO `+expirePoisonTable+` AS x
+	(purchase_id, failures, last_error, first_failed_at, last_attempt_at)
+SELECT v.id, 1, v.err, $3, $3 FROM unnest($1::uuid[], $2::text[]) AS v(id, err)
+ON CONFLICT (purchase_id) DO UPDATE
+SET failures = x.failures + 1, last_error = EXCLUDED.last_error, last_attempt_at = EXCLUDED.last_attempt_at`,
+		uuidStrings(ids), msgs, asOf)
+	if err != nil {
+		return fmt.Errorf("remember poison purchases: %w", err)
+	}
+	return nil
+}
+
+// fault is whose fault an error of the expiry's write is: a row's (the
+// row is set aside as poison, the rest commits) or the batch's (the whole
+// batch rolls back, nothing is remembered, the cycle fails).
+type fault int
+
+const (
+	batchFault fault = iota
+	rowFault
+)
+
+// faultBySQLStateClass is the one table that says whose fault a PostgreSQL
+// error is, by SQLSTATE class (its first two characters), when that row's
+// own statement raised it. Only the row's data can be its fault; a class
+// not listed is the batch's (docs/expire-promotions-job.md#whose-fault).
+var faultBySQLStateClass = map[string]fault{
+	"22": rowFault,   // data exception: a value of the row
+	"23": rowFault,   // integrity constraint violation: the row breaks a constraint
+	"08": batchFault, // connection exception
+	"25": batchFault, // invalid transaction state
+	"40": batchFault, // transaction rollback: serialization failure, deadlock
+	"42": batchFault, // access rule violation: 42501 privilege, 42P01 missing table
+	"53": batchFault, // insufficient resources
+	"55": batchFault, // object not in prerequisite state: 55P03 lock not available
+	"57": batchFault, // operator intervention: 57014 statement timeout, shutdown
+	"58": batchFault, // system error
+	"P0": batchFault, // a PL/pgSQL RAISE without a data class: a trigger's verdict, not the data's
+	"XX": batchFault, // internal error
+}
+
+// faultOf classifies err, an error of one row's own statement, by
+// faultBySQLStateClass. An error that is not PostgreSQL's (the connection,
+// the context) is the batch's.
+func faultOf(err error) fault {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return batchFault
+	}
+	return faultBySQLStateClass[pgErr.Code[:2]]
+}
+
+// CountPoison implements app.ExpireStore: the known poison purchases that
+// are still Active (a cancelled one is no longer the job's concern).
+func (r *ExpireRepository) CountPoison(ctx context.Context) (int, error) {
+	var n int64
+	err := r.db.WithContext(ctx).Table(expirePoisonTable+" AS x").
+		Joins("JOIN "+purchasesTable+" AS p ON p.id = x.purchase_id").
+		Where("p.status = ?", string(domain.StatusActive)).Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("count poison purchases: %w", err)
+	}
+	return int(n), nil
+}
