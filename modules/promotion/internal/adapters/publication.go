@@ -11,6 +11,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
@@ -78,6 +79,11 @@ func (ps Publications) messages(ctx context.Context, p *domain.Purchase, occurre
 	for i, pub := range ps {
 		if msgs[i], err = pub.Message(ctx, p, occurredAt, messageID); err != nil {
 			return nil, err
+		}
+		// A statement's outbox CTE stores a message only with the row its
+		// key names (outbox.Batch.CTE): any other key would drop the event.
+		if key := msgs[i].Metadata.Get(kafka.MetaPartitionKey); key != p.ID().String() {
+			return nil, fmt.Errorf("purchase-changed event of %s on %s: partition key %q is not the purchase id", p.ID(), pub.Topic, key)
 		}
 	}
 	return msgs, nil
