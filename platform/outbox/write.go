@@ -22,8 +22,9 @@ const RowSeparator = "\x1e"
 // table (%[1]s, TableName) and the parameter numbers (%[2]d..%[5]d: the
 // Batch's Args) are its only generated parts. Each column travels as one
 // text parameter (one copy to send, not an array of hundreds of elements)
-// and is split here; rows go in in message order, so "offset" keeps each
-// key's order.
+// and is split here. Alone, rows go in in message order, so "offset" keeps
+// each key's order; narrowed by announcedGuard, their order is the plan's,
+// so such a statement must carry one message per key.
 const insertQuery = `INSERT INTO %[1]s (uuid, payload, metadata)
 SELECT m.uuid, m.payload::json, m.metadata::json
 FROM unnest(string_to_array($%[2]d, E'\x1e'), string_to_array($%[3]d, E'\x1e'),
@@ -115,8 +116,9 @@ func (b *Batch) Insert(ctx context.Context, tx postgres.Tx) error {
 // CTE is the batch's insert as the data-modifying CTE name of a caller's
 // statement (`name AS (INSERT …)`), taking Args as the parameters $first to
 // $first+3. It inserts only the messages whose partition key is the id of a
-// row the caller's CTE announced returns (RETURNING id). The caller runs
-// the statement and calls Done with its error.
+// row the caller's CTE announced returns (RETURNING id), in no guaranteed
+// order: one message per key. The caller runs the statement and calls Done
+// with its error.
 func (b *Batch) CTE(name, announced string, first int) string {
 	return name + " AS (" + fmt.Sprintf(insertQuery, b.table, first, first+1, first+2, first+3) +
 		fmt.Sprintf(announcedGuard, announced) + ")"

@@ -13,8 +13,8 @@ import (
 
 // writeSet writes the candidates' transitions, their events and forgets the
 // expired ones' poison records (when forgetPoison) in one statement: the
-// transition write (transitionWrite) with the outbox inserts and the
-// poison DELETE as CTEs over the rows it updated. A row its version guard
+// transition write (transitionWrite) with the outbox's inserts
+// (outbox.Batch.CTE) and the poison DELETE as CTEs over the rows it updated. A row its version guard
 // filters out gets no event and is returned unwritten. The events are
 // inserted in no particular order: they are of distinct purchases, and the
 // relay keeps order only per key (sorting them cost 0.5 ms a batch).
@@ -38,8 +38,7 @@ func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []ex
 	ctes, args := bs.ctes("updated", args)
 	query := "WITH updated AS (" + update + ")" + ctes
 	if forgetPoison {
-		query += `,
-forgotten AS (DELETE FROM ` + expirePoisonTable + ` WHERE purchase_id IN (SELECT id FROM updated))`
+		query += forgetPoisonCTE
 	}
 	updated, err := queryIDs(ctx, tx, query+"\nSELECT id FROM updated", args)
 	if err := bs.done(err); err != nil {
@@ -52,6 +51,11 @@ forgotten AS (DELETE FROM ` + expirePoisonTable + ` WHERE purchase_id IN (SELECT
 	}
 	return written, unwritten, nil
 }
+
+// forgetPoisonCTE forgets the poison records of the rows writeSet's
+// statement updated.
+const forgetPoisonCTE = `,
+forgotten AS (DELETE FROM promotion.expire_poison WHERE purchase_id IN (SELECT id FROM updated))`
 
 // writeRowByRow writes each candidate's transition and events under its own
 // savepoint, so a row whose own statements fail for its data (faultOf) is
