@@ -75,8 +75,11 @@ func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim
 	guess := r.guess(packageID, build)
 	if claim == nil && guess != nil {
 		inserted, err := r.insert(ctx, pool{r.db.WithContext(ctx).Statement.ConnPool}, guess)
-		if err != nil || inserted {
-			return guess.purchase, err
+		if err != nil {
+			return nil, err
+		}
+		if inserted {
+			return guess.purchase, nil
 		}
 		r.packages.forget(packageID)
 		guess = nil
