@@ -8,8 +8,9 @@
 // retention period (RetentionCleaner). See docs/adr/0008-outbox-relay.md and
 // docs/event-pipeline.md.
 //
-// Rows are laid out, written and acknowledged by watermill-sql's queue
-// schema, and sent by watermill-kafka's publisher.
+// Rows are laid out and acknowledged by watermill-sql's queue schema,
+// written only by this package's one insert (write.go), and sent by
+// watermill-kafka's publisher.
 package outbox
 
 import (

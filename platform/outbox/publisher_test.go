@@ -163,20 +163,15 @@ func describe(tb testing.TB, b testBundle, schema, table string) []string {
 	return out
 }
 
-// Prepare readies rows for a caller's own insert with what Publish would
-// write: the topic's table, the payload byte for byte, the metadata with its
-// correlation id; it refuses what Publish refuses.
-func TestPrepareReadiesRowsAsPublishWould(t *testing.T) {
+// Publish stores each message byte for byte, in message order, with its
+// metadata; it refuses, storing nothing, what the outbox cannot carry.
+func TestPublishStoresMessagesInOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	msgs := []*message.Message{event("purchase-1", 1), event("purchase-2", 2), event("purchase-3", 3)}
+	msgs := []*message.Message{event("purchase-1", 1), event("purchase-2", 2), event("purchase-1", 3)}
 	msgs[1].Metadata.Set("note", "a \"quoted\" <tag> & \x1e\n")
-	rows, err := b.pub.Prepare(b.ctx, topic, msgs...)
-	require.NoError(t, err)
-	require.Equal(t, outbox.TableName(topic), rows.Table)
-	require.NoError(t, rows.Done(b.insertRows(t, rows)))
+	b.publish(t, msgs...)
 
-	// What Prepare readied and Columns inserted is what Publish stores.
 	stored := b.storedRows(t)
 	require.Len(t, stored, len(msgs))
 	for i, msg := range msgs {
@@ -184,49 +179,49 @@ func TestPrepareReadiesRowsAsPublishWould(t *testing.T) {
 		require.Equal(t, string(msg.Payload), stored[i].payload, "byte for byte")
 		require.Equal(t, map[string]string(msg.Metadata), stored[i].metadata)
 	}
-	require.Equal(t, msgs[0].UUID, stored[0].metadata[kafka.MetaCorrelationID], "no request or run id: the message id")
 
-	incomplete := event("purchase-4", 1)
-	incomplete.Metadata.Set(kafka.MetaEventType, "")
-	_, err = b.pub.Prepare(b.ctx, topic, incomplete)
-	require.ErrorContains(t, err, kafka.MetaEventType)
-	_, err = b.pub.Prepare(b.ctx, "bad topic;drop", event("k", 1))
-	require.Error(t, err)
-	separated := event("purchase-5", 1)
-	separated.Payload = []byte("{}" + outbox.RowSeparator + "{}")
-	_, err = b.pub.Prepare(b.ctx, topic, separated)
-	require.ErrorContains(t, err, "not JSON")
-	empty := event("purchase-5", 1)
-	empty.Payload = nil
-	_, err = b.pub.Prepare(b.ctx, topic, empty)
-	require.ErrorContains(t, err, "not JSON")
-	comma := event("purchase-6", 1)
-	comma.UUID = "a,b"
-	_, err = b.pub.Prepare(b.ctx, topic, comma)
-	require.ErrorContains(t, err, "comma")
-
-	// The payload is parsed by the json column: an insert of one that is not
-	// JSON fails whole, and Done reports it.
-	notJSON := event("purchase-7", 1)
-	notJSON.Payload = []byte(`{"key":`)
-	rows, err = b.pub.Prepare(b.ctx, topic, event("purchase-8", 1), notJSON)
-	require.NoError(t, err)
-	err = rows.Done(b.insertRows(t, rows))
-	require.ErrorContains(t, err, "json")
-	require.Len(t, b.storedRows(t), len(msgs), "nothing of the refused insert is stored")
+	refused := map[string]func(*message.Message){
+		"not JSON":           func(m *message.Message) { m.Payload = []byte(`{"key":`) },
+		"empty":              func(m *message.Message) { m.Payload = nil },
+		"record separator":   func(m *message.Message) { m.Payload = []byte("{}" + outbox.RowSeparator + "{}") },
+		"separator in UUID":  func(m *message.Message) { m.UUID = "a" + outbox.RowSeparator + "b" },
+		"separator in a key": func(m *message.Message) { m.Metadata.Set(kafka.MetaPartitionKey, "k"+outbox.RowSeparator) },
+	}
+	for name, spoil := range refused {
+		bad := event("purchase-9", 1)
+		spoil(bad)
+		err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+			return b.pub.Publish(b.ctx, tx, topic, event("purchase-8", 1), bad)
+		})
+		require.Error(t, err, name)
+	}
+	require.Len(t, b.storedRows(t), len(msgs), "nothing of a refused publication is stored")
 }
 
-// insertRows inserts rows as a caller of Prepare does, in a transaction of
-// its own.
-func (b testBundle) insertRows(tb testing.TB, rows *outbox.Rows) error {
-	tb.Helper()
-	return postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
-		_, err := tx.Exec.ExecContext(b.ctx, `INSERT INTO `+rows.Table+` (uuid, payload, metadata)
-	SELECT r.uuid, r.payload::json, r.metadata::json
-	FROM unnest(`+rows.Columns(1)+`) WITH ORDINALITY AS r(uuid, payload, metadata, ord)
-	ORDER BY r.ord`, rows.Args()...)
-		return err
-	})
+// A batch's insert inside a caller's statement stores exactly the messages
+// whose key the caller's CTE returns, and nothing when the statement fails.
+func TestBatchCTEStoresOnlyAnnouncedMessages(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	insert := func(announced []string, msgs ...*message.Message) error {
+		batch, err := b.pub.Ready(b.ctx, topic, msgs...)
+		require.NoError(t, err)
+		_, err = b.db.SQL.ExecContext(b.ctx, `WITH written AS (SELECT unnest($1::text[]) AS id), `+
+			batch.CTE("event", "written", 2)+` SELECT 1`, append([]any{announced}, batch.Args()...)...)
+		return batch.Done(err)
+	}
+
+	msgs := []*message.Message{event("purchase-1", 1), event("purchase-2", 1), event("purchase-3", 1)}
+	require.NoError(t, insert([]string{"purchase-1", "purchase-3"}, msgs...))
+	stored := b.storedRows(t)
+	require.Len(t, stored, 2)
+	require.Equal(t, []string{msgs[0].UUID, msgs[2].UUID}, []string{stored[0].uuid, stored[1].uuid})
+	require.Equal(t, string(msgs[2].Payload), stored[1].payload, "byte for byte")
+
+	notJSON := event("purchase-4", 1)
+	notJSON.Payload = []byte(`{"key":`)
+	require.ErrorContains(t, insert([]string{"purchase-4", "purchase-5"}, event("purchase-5", 1), notJSON), "json")
+	require.Len(t, b.storedRows(t), 2, "nothing of the failed statement is stored")
 }
 
 type storedRow struct {

@@ -1,17 +1,20 @@
 package adapters
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
+	"github.com/pinmarket/pin/platform/kafka"
 )
 
 // A fault of the database is the batch's, never a row's: a
@@ -187,4 +190,33 @@ func TestExpirePoisonWithUnstorableErrorTextIsRemembered(t *testing.T) {
 	var lastError string
 	require.NoError(t, b.db.SQL.QueryRowContext(b.ctx, `SELECT last_error FROM promotion.expire_poison WHERE purchase_id = $1`, ids[0]).Scan(&lastError))
 	require.Equal(t, "expire: refused:  and \uFFFD", lastError)
+}
+
+// The batch's outbox CTE stores an event only with the row its partition
+// key names, so a publication keyed otherwise would lose its events
+// silently: its purchases fail as poison instead, and nothing is written.
+func TestExpireRefusesAnEventNotKeyedByItsPurchase(t *testing.T) {
+	t.Parallel()
+	b := newExpireBundle(t)
+	ids := b.insertDue(t, 1)
+	v1 := PurchaseChangedV1()
+	store, err := NewExpireRepository(b.db.Gorm, b.publisher, Publication{Topic: v1.Topic,
+		Message: func(ctx context.Context, p *domain.Purchase, at time.Time, id uuid.UUID) (*message.Message, error) {
+			msg, err := v1.Message(ctx, p, at, id)
+			if err == nil {
+				msg.Metadata.Set(kafka.MetaPartitionKey, "tenant-"+p.TenantID().String())
+			}
+			return msg, err
+		}})
+	require.NoError(t, err)
+	asOf := time.Now().UTC()
+
+	res, err := store.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
+
+	require.NoError(t, err)
+	require.Empty(t, res.Expired)
+	require.Len(t, res.Failed, 1)
+	require.ErrorContains(t, res.Failed[0].Err, "is not the purchase id")
+	require.Equal(t, "Active", b.row(t, ids[0]).Status)
+	require.Empty(t, b.events(t))
 }

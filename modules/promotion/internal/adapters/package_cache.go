@@ -14,9 +14,9 @@ const maxCachedPackages = 1024
 
 // packageCache remembers the active packages purchases were built from, so
 // that a purchase can be built before its transaction reads anything. An
-// entry is only a guess: insertPurchase writes nothing unless the package
-// row, share-locked by that statement, still equals the entry, and a miss
-// falls back to reading the package (ADR-0004, "The package of a purchase").
+// entry is only a guess: PurchaseRepository.insert writes nothing unless
+// the package row, share-locked by that statement, still equals the entry,
+// and a miss falls back to reading the package (ADR-0004, "The package of a purchase").
 // So it needs no expiry: an edit or a deactivation costs the next purchase
 // one extra statement, never a stale snapshot.
 type packageCache struct {

@@ -2,8 +2,8 @@ package adapters
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
@@ -79,6 +80,11 @@ func (ps Publications) messages(ctx context.Context, p *domain.Purchase, occurre
 		if msgs[i], err = pub.Message(ctx, p, occurredAt, messageID); err != nil {
 			return nil, err
 		}
+		// A statement's outbox CTE stores a message only with the row its
+		// key names (outbox.Batch.CTE): any other key would drop the event.
+		if key := msgs[i].Metadata.Get(kafka.MetaPartitionKey); key != p.ID().String() {
+			return nil, fmt.Errorf("purchase-changed event of %s on %s: partition key %q is not the purchase id", p.ID(), pub.Topic, key)
+		}
 	}
 	return msgs, nil
 }
@@ -89,25 +95,56 @@ func (ps Publications) messages(ctx context.Context, p *domain.Purchase, occurre
 // transitions or none does.
 func (ps Publications) publish(ctx context.Context, tx postgres.Tx, out *outbox.Publisher, events ...[]*message.Message) error {
 	for i, pub := range ps {
-		msgs := make([]*message.Message, len(events))
-		for j, e := range events {
-			msgs[j] = e[i]
-		}
-		if err := out.Publish(ctx, tx, pub.Topic, msgs...); err != nil {
+		if err := out.Publish(ctx, tx, pub.Topic, column(events, i)...); err != nil {
 			return fmt.Errorf("publish to %s: %w", pub.Topic, err)
 		}
 	}
 	return nil
 }
 
-// preparedEvents are the outbox rows (outbox.Publisher.Prepare) that one
+// column is the message of publication i of every event.
+func column(events [][]*message.Message, i int) []*message.Message {
+	msgs := make([]*message.Message, len(events))
+	for j, e := range events {
+		msgs[j] = e[i]
+	}
+	return msgs
+}
+
+// readied are the outbox batches (outbox.Publisher.Ready) that one
 // statement inserts, one per publication.
-type preparedEvents []*outbox.Rows
+type readied []*outbox.Batch
+
+// ready readies each event's message for ps[i] as ps[i]'s batch, for a
+// statement that writes the change and its events at once (ctes).
+func (ps Publications) ready(ctx context.Context, out *outbox.Publisher, events ...[]*message.Message) (readied, error) {
+	bs := make(readied, 0, len(ps))
+	for i, pub := range ps {
+		b, err := out.Ready(ctx, pub.Topic, column(events, i)...)
+		if err != nil {
+			return nil, bs.done(fmt.Errorf("publish to %s: %w", pub.Topic, err))
+		}
+		bs = append(bs, b)
+	}
+	return bs, nil
+}
+
+// ctes are the batches' inserts as CTEs ", event_0 AS (…)" of a statement
+// whose CTE announced returns the ids of the rows written, with their
+// parameters appended to args.
+func (bs readied) ctes(announced string, args []any) (string, []any) {
+	var out strings.Builder
+	for i, b := range bs {
+		out.WriteString(",\n" + b.CTE(fmt.Sprintf("event_%d", i), announced, len(args)+1))
+		args = append(args, b.Args()...)
+	}
+	return out.String(), args
+}
 
 // done ends every publication with the statement's error and returns it.
-func (ps preparedEvents) done(err error) error {
-	for _, rows := range ps {
-		err = errors.Join(err, rows.Done(err))
+func (bs readied) done(err error) error {
+	for _, b := range bs {
+		_ = b.Done(err) // err itself, wrapped with the topic
 	}
 	return err
 }

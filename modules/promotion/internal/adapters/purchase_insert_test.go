@@ -13,7 +13,7 @@ import (
 	"gorm.io/gorm/schema"
 )
 
-// insertPurchase sends purchaseValues under purchaseColumns: each value must
+// insert sends purchaseValues under purchaseColumns: each value must
 // be the model's field of that column, which GORM's own reading of the
 // model's tags says.
 func TestPurchaseValuesFollowPurchaseColumns(t *testing.T) {

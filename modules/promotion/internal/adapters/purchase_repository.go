@@ -2,9 +2,9 @@ package adapters
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -53,206 +53,65 @@ func NewPurchaseRepository(db *gorm.DB, publisher *outbox.Publisher, publication
 	return &PurchaseRepository{db: db, outbox: publisher, events: events}, nil
 }
 
-// Add stores a new purchase and its event in one transaction, claiming the
-// idempotency key first when claim is not nil. The claim is an INSERT ... ON
-// CONFLICT DO NOTHING: PostgreSQL makes a racing claim of the same key wait
-// until the first transaction ends, and then either insert (the first rolled
-// back) or find the conflict (it committed) — in which case Add stores
-// nothing and returns app.ErrIdempotencyKeyTaken. The package is locked FOR
-// SHARE by the statement that inserts the purchase, which writes nothing
-// unless the package still is the one the purchase was built from: a
-// deactivation (or any edit) that holds it makes the purchase wait and then
-// see its result, and one that comes later waits for the purchase to commit
-// (ADR-0004). The purchase is built from the cached package when there is
-// one; when that guess is stale, or build rejects it, the package is read
-// (FOR SHARE) and build runs again on what was read.
+// Add stores a new purchase and its event, claiming the idempotency key
+// first when claim is not nil. The claim is an INSERT ... ON CONFLICT DO
+// NOTHING: PostgreSQL makes a racing claim of the same key wait until the
+// first transaction ends, and then either insert (the first rolled back) or
+// find the conflict (it committed) — in which case Add stores nothing and
+// returns app.ErrIdempotencyKeyTaken. The purchase, its targets and its
+// events are written by one statement (insertPurchaseCTEs), which locks the
+// package FOR SHARE and writes nothing unless the package still is the one
+// the purchase was built from: a deactivation (or any edit) that holds it
+// makes the purchase wait and then see its result, and one that comes later
+// waits for the purchase to commit (ADR-0004).
+//
+// The route: build on the cached package (a guess); without a claim, that
+// statement alone is the transaction (one round trip). Otherwise, or when
+// the guess was stale or refused, a transaction claims the key, tries the
+// guess, and else reads the package FOR SHARE and builds on what it read:
+// build runs at most twice, once on the guess and once on the row.
 func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim *app.IdempotencyRecord,
 	build func(*domain.Package) (*domain.Purchase, error)) (*domain.Purchase, error) {
-	triedCached := false // build has run on the cached package: not again
-	if claim == nil {
-		p, tried, err := r.addInOneStatement(ctx, packageID, build)
-		if p != nil || err != nil {
-			return p, err
+	guess := r.guess(packageID, build)
+	if claim == nil && guess != nil {
+		inserted, err := r.insert(ctx, pool{r.db.WithContext(ctx).Statement.ConnPool}, guess)
+		if err != nil {
+			return nil, err
 		}
-		triedCached = tried
+		if inserted {
+			return guess.purchase, nil
+		}
+		r.packages.forget(packageID)
+		guess = nil
 	}
 	var added *domain.Purchase
 	err := postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
-		if claim != nil {
-			row := toDBIdempotencyKey(claim)
-			res := tx.DB.Clauses(clause.OnConflict{
-				Columns:   []clause.Column{{Name: "tenant_id"}, {Name: "key"}},
-				DoNothing: true,
-			}).Create(&row)
-			if res.Error != nil {
-				return fmt.Errorf("claim idempotency key: %w", res.Error)
-			}
-			if res.RowsAffected == 0 {
-				return app.ErrIdempotencyKeyTaken
-			}
+		if err := claimKey(tx, claim); err != nil {
+			return err
 		}
-		if cached := r.packages.get(packageID); cached != nil && !triedCached {
-			if p, err := build(cached); err == nil {
-				inserted, err := insertPurchase(ctx, tx, cached, p)
-				if err != nil {
-					return err
-				}
-				if inserted {
-					added = p
-					return r.publish(ctx, tx, p)
-				}
-				r.packages.forget(packageID)
+		if guess != nil {
+			inserted, err := r.insert(ctx, tx.Exec, guess)
+			if err != nil || inserted {
+				added = guess.purchase
+				return err
 			}
+			r.packages.forget(packageID)
 		}
-		pkg, err := getPackage(selectPackages(tx.DB).Clauses(clause.Locking{
-			Strength: clause.LockingStrengthShare, Table: clause.Table{Name: "p"},
-		}), packageID)
-		if errors.Is(err, domain.ErrPackageNotFound) {
-			pkg, err = nil, nil // build reports it as a packageId error
-		}
+		read, err := r.buildOnRow(tx, packageID, build)
 		if err != nil {
 			return err
 		}
-		r.packages.put(pkg)
-		p, err := build(pkg)
-		if err != nil {
-			return err
+		inserted, err := r.insert(ctx, tx.Exec, read)
+		if err == nil && !inserted {
+			err = fmt.Errorf("insert purchase %s: package %s changed under its share lock", read.purchase.ID(), packageID)
 		}
-		if pkg == nil || !pkg.IsActive() {
-			return fmt.Errorf("insert purchase %s: package %s is missing or inactive, yet build admitted it", p.ID(), packageID)
-		}
-		inserted, err := insertPurchase(ctx, tx, pkg, p)
-		if err != nil {
-			return err
-		}
-		if !inserted {
-			return fmt.Errorf("insert purchase %s: package %s changed under its share lock", p.ID(), packageID)
-		}
-		added = p
-		return r.publish(ctx, tx, p)
+		added = read.purchase
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return added, nil
-}
-
-// addInOneStatement is Add without an idempotency key when the package is
-// cached and build admits the purchase: the purchase, its targets and its
-// events are written by one statement, which PostgreSQL runs as one
-// transaction — one round trip instead of four, and the event is built
-// before a connection is taken. It returns nil, having written nothing,
-// when there is no cached package, build refuses it, or the package's row
-// no longer equals it; Add then takes its transaction. tried says whether
-// build ran on the cached package.
-func (r *PurchaseRepository) addInOneStatement(ctx context.Context, packageID uuid.UUID,
-	build func(*domain.Package) (*domain.Purchase, error)) (_ *domain.Purchase, tried bool, _ error) {
-	cached := r.packages.get(packageID)
-	if cached == nil {
-		return nil, false, nil
-	}
-	p, err := build(cached)
-	if err != nil {
-		return nil, true, nil // the package Add reads in its transaction decides
-	}
-	msgs, err := r.events.messages(ctx, p, p.UpdatedAt())
-	if err != nil {
-		return nil, true, err
-	}
-	var query strings.Builder
-	query.WriteString(insertPurchaseCTEs)
-	args := insertPurchaseArgs(cached, p)
-	prepared := make(preparedEvents, 0, len(r.events))
-	for i, pub := range r.events {
-		rows, err := r.outbox.Prepare(ctx, pub.Topic, msgs[i])
-		if err != nil {
-			return nil, true, prepared.done(fmt.Errorf("publish purchase-changed of %s to %s: %w", p.ID(), pub.Topic, err))
-		}
-		prepared = append(prepared, rows)
-		fmt.Fprintf(&query, `, event_%d AS (INSERT INTO %s (uuid, payload, metadata)
-	SELECT e.uuid, e.payload::json, e.metadata::json
-	FROM purchase, unnest(%s) AS e(uuid, payload, metadata))`, i, rows.Table, rows.Columns(len(args)+1))
-		args = append(args, rows.Args()...)
-	}
-	query.WriteString("\nSELECT count(*) FROM purchase")
-	var n int
-	err = r.db.WithContext(ctx).Statement.ConnPool.QueryRowContext(ctx, query.String(), args...).Scan(&n)
-	if err := prepared.done(err); err != nil {
-		return nil, true, fmt.Errorf("insert purchase %s: %w", p.ID(), err)
-	}
-	if n != 1 {
-		r.packages.forget(packageID)
-		return nil, true, nil
-	}
-	return p, true, nil
-}
-
-// insertPurchaseCTEs insert a purchase and its targets, and only if the
-// package row, locked FOR SHARE, still equals the active package the
-// purchase was built from ($1..$10; insertPurchaseArgs); the CTE purchase
-// holds the inserted id, or nothing. The purchase's values follow in the
-// order of purchaseColumns, then its targets as three arrays.
-var insertPurchaseCTEs = func() string {
-	const pkgParams = 10
-	values := make([]string, len(purchaseColumns))
-	for i := range values {
-		values[i] = fmt.Sprintf("$%d", pkgParams+1+i)
-	}
-	t := pkgParams + len(purchaseColumns) + 1
-	return `WITH pkg AS (
-	SELECT FROM ` + packagesTable + ` AS p JOIN ` + currenciesTable + ` AS c ON c.id = p.currency_id
-	WHERE p.id = $1 AND p.is_active AND p.code = $2 AND p.kind = $3 AND p.duration_days = $4
-		AND p.boost_weight = $5 AND p.price_amount = $6 AND p.currency_id = $7
-		AND c.iso_code = $8 AND c.name = $9 AND c.sign = $10
-	FOR SHARE OF p
-), purchase AS (
-	INSERT INTO ` + purchasesTable + ` (` + strings.Join(purchaseColumns, ", ") + `)
-	SELECT ` + strings.Join(values, ", ") + ` FROM pkg
-	RETURNING id
-), targets AS (
-	INSERT INTO ` + purchaseTargetsTable + ` (purchase_id, target_kind, target_id, position)
-	SELECT purchase.id, t.kind, t.id, t.position
-	FROM purchase, unnest(` + fmt.Sprintf("$%d::text[], $%d::uuid[], $%d::smallint[]", t, t+1, t+2) + `) AS t(kind, id, position)
-)`
-}()
-
-// insertPurchase inserts p, built from pkg, with its targets inside tx, in
-// one round trip. It reports false, having written nothing, when the
-// package's row no longer equals pkg; either way the row stays share-locked
-// until tx ends.
-func insertPurchase(ctx context.Context, tx postgres.Tx, pkg *domain.Package, p *domain.Purchase) (bool, error) {
-	var n int
-	err := tx.DB.Statement.ConnPool.QueryRowContext(ctx, insertPurchaseCTEs+"\nSELECT count(*) FROM purchase",
-		insertPurchaseArgs(pkg, p)...).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("insert purchase %s: %w", p.ID(), err)
-	}
-	return n == 1, nil
-}
-
-// insertPurchaseArgs are insertPurchaseCTEs' parameters for p, built from
-// pkg.
-func insertPurchaseArgs(pkg *domain.Package, p *domain.Purchase) []any {
-	m, targets := toDBPurchase(p)
-	price := pkg.Price()
-	kinds, ids, positions := make([]string, len(targets)), make([]string, len(targets)), make([]int16, len(targets))
-	for i, t := range targets {
-		kinds[i], ids[i], positions[i] = t.TargetKind, t.TargetID.String(), t.Position
-	}
-	args := make([]any, 0, 10+len(purchaseColumns)+3)
-	args = append(args, pkg.ID().String(), pkg.Code(), string(pkg.Kind()), pkg.DurationDays(), pkg.BoostWeight(),
-		price.Amount(), price.CurrencyID(), price.Currency().IsoCode, price.Currency().Name, price.Currency().Sign)
-	args = append(args, purchaseValues(m)...)
-	return append(args, kinds, ids, positions)
-}
-
-// purchaseValues are m's values in the order of purchaseColumns (the order
-// scanPurchases reads them in).
-func purchaseValues(m purchaseModel) []any {
-	return []any{m.ID, m.TenantID, m.PackageID, m.PackageCode, m.PackageKind, m.BoostWeight,
-		m.PriceAmount, m.CurrencyID, m.CurrencyIsoCode, m.CurrencyName, m.CurrencySign,
-		m.Status, m.PaymentStatus, m.StartsAt, m.EndsAt, m.CancelReason,
-		m.CreatedByUserID, m.UpdatedByUserID, m.CreatedAt, m.UpdatedAt, m.Version}
 }
 
 // FindIdempotencyKey returns the record of a tenant's key, or nil.
@@ -328,7 +187,7 @@ func (r *PurchaseRepository) List(ctx context.Context, q app.PurchaseListQuery) 
 // into the outbox. An error from update rolls back and is returned as is.
 func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, update func(*domain.Purchase) error) error {
 	return postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
-		if err := tx.DB.Exec("SET LOCAL lock_timeout = '" + lockTimeout + "'").Error; err != nil {
+		if _, err := tx.Exec.ExecContext(ctx, "SET LOCAL lock_timeout = '"+lockTimeout+"'"); err != nil {
 			return fmt.Errorf("set lock timeout: %w", err)
 		}
 		var m purchaseModel

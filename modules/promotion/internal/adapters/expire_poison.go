@@ -1,0 +1,54 @@
+package adapters
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/platform/postgres"
+)
+
+// rememberPoison records the batch's failures in promotion.expire_poison
+// (one more failure, the last error and attempt), in its transaction.
+func rememberPoison(ctx context.Context, tx postgres.Tx, asOf time.Time, failed []app.FailedExpiry) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	ids, msgs := make([]uuid.UUID, len(failed)), make([]string, len(failed))
+	for i, f := range failed {
+		// A text column holds no NUL and no invalid UTF-8: an error echoing
+		// such bytes must not turn into a fault of the whole batch.
+		ids[i], msgs[i] = f.PurchaseID, strings.ToValidUTF8(strings.ReplaceAll(f.Err.Error(), "\x00", ""), "\uFFFD")
+	}
+	_, err := tx.Exec.ExecContext(ctx, `INSERT INTO `+expirePoisonTable+` AS x
+	(purchase_id, failures, last_error, first_failed_at, last_attempt_at)
+SELECT v.id, 1, v.err, $3, $3 FROM unnest($1::uuid[], $2::text[]) AS v(id, err)
+ON CONFLICT (purchase_id) DO UPDATE
+SET failures = x.failures + 1, last_error = EXCLUDED.last_error, last_attempt_at = EXCLUDED.last_attempt_at`,
+		uuidStrings(ids), msgs, asOf)
+	if err != nil {
+		return fmt.Errorf("remember poison purchases: %w", err)
+	}
+	return nil
+}
+
+// fault is whose fault an error of the expiry's write is: a row's (the
+// row is set aside as poison, the rest commits) or the batch's (the whole
+// batch rolls back, nothing is remembered, the cycle fails).
+// CountPoison implements app.ExpireStore: the known poison purchases that
+// are still Active (a cancelled one is no longer the job's concern).
+func (r *ExpireRepository) CountPoison(ctx context.Context) (int, error) {
+	var n int64
+	err := r.db.WithContext(ctx).Table(expirePoisonTable+" AS x").
+		Joins("JOIN "+purchasesTable+" AS p ON p.id = x.purchase_id").
+		Where("p.status = ?", string(domain.StatusActive)).Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("count poison purchases: %w", err)
+	}
+	return int(n), nil
+}

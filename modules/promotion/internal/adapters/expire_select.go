@@ -1,0 +1,117 @@
+package adapters
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/platform/postgres"
+)
+
+// PoisonRetrySlots is how many known poison purchases a batch retries at
+// most (a tenth, at least one), and only in the room its due purchases
+// leave: the limit bounds the batch, and poison never takes a healthy
+// purchase's slot.
+func PoisonRetrySlots(limit int) int { return max(limit/10, 1) }
+
+// purchaseColumns are the columns of purchaseModel in the order
+// purchaseFields scans them; a test compares them with the model.
+var purchaseColumns = []string{
+	"id", "tenant_id", "package_id", "package_code", "package_kind", "boost_weight",
+	"price_amount", "currency_id", "currency_iso_code", "currency_name", "currency_sign",
+	"status", "payment_status", "starts_at", "ends_at", "cancel_reason",
+	"created_by_user_id", "updated_by_user_id", "created_at", "updated_at", "version",
+}
+
+// purchaseFields are the scan destinations of purchaseColumns in m.
+func purchaseFields(m *purchaseModel) []any {
+	return []any{&m.ID, &m.TenantID, &m.PackageID, &m.PackageCode, &m.PackageKind, &m.BoostWeight,
+		&m.PriceAmount, &m.CurrencyID, &m.CurrencyIsoCode, &m.CurrencyName, &m.CurrencySign,
+		&m.Status, &m.PaymentStatus, &m.StartsAt, &m.EndsAt, &m.CancelReason,
+		&m.CreatedByUserID, &m.UpdatedByUserID, &m.CreatedAt, &m.UpdatedAt, &m.Version}
+}
+
+// The expiry's selection, as named literal queries (sql/*.sql).
+var (
+	//go:embed sql/expire_select_batch.sql
+	selectBatchQuery string
+	//go:embed sql/expire_count_skipped.sql
+	countSkippedQuery string
+)
+
+// batchSelection is what selectBatch locked.
+type batchSelection struct {
+	rows    []purchaseModel
+	targets map[uuid.UUID][]targetModel
+	retried int
+	skipped int
+}
+
+// selectBatch runs selectBatchQuery (sql/expire_select_batch.sql). Without
+// a row it cannot carry the skipped count, which is then asked for alone.
+func selectBatch(ctx context.Context, tx postgres.Tx, b app.ExpireBatch) (batchSelection, error) {
+	exclude := uuidStrings(b.Exclude)
+	rows, err := tx.Exec.QueryContext(ctx, selectBatchQuery, b.AsOf, exclude, b.Limit, PoisonRetrySlots(b.Limit))
+	if err != nil {
+		return batchSelection{}, fmt.Errorf("select due purchases: %w", err)
+	}
+	defer rows.Close()
+	sel := batchSelection{rows: make([]purchaseModel, 0, b.Limit), targets: make(map[uuid.UUID][]targetModel, b.Limit)}
+	for rows.Next() {
+		var m purchaseModel
+		var slot int
+		var targets sql.NullString
+		if err := rows.Scan(append(purchaseFields(&m), &slot, &targets, &sel.skipped)...); err != nil {
+			return batchSelection{}, fmt.Errorf("select due purchases: %w", err)
+		}
+		sel.rows = append(sel.rows, m)
+		sel.retried += slot
+		if ts := parseTargets(m.ID, targets.String); ts != nil {
+			sel.targets[m.ID] = ts
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return batchSelection{}, fmt.Errorf("select due purchases: %w", err)
+	}
+	sel.skipped = max(sel.skipped, 0)
+	if len(sel.rows) == 0 {
+		rows, err := tx.Exec.QueryContext(ctx, countSkippedQuery, b.AsOf, exclude, b.Limit)
+		if err != nil {
+			return batchSelection{}, fmt.Errorf("count skipped-locked purchases: %w", err)
+		}
+		defer rows.Close()
+		if rows.Next() {
+			err = rows.Scan(&sel.skipped)
+		}
+		if err := errors.Join(err, rows.Close()); err != nil {
+			return batchSelection{}, fmt.Errorf("count skipped-locked purchases: %w", err)
+		}
+	}
+	return sel, nil
+}
+
+// parseTargets reads selectBatchQuery's "kind id,kind id". A target that
+// does not parse keeps the whole text as its kind, so the purchase fails as
+// a poison item (unknown kind), not the batch.
+func parseTargets(purchaseID uuid.UUID, s string) []targetModel {
+	if s == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	out := make([]targetModel, len(parts))
+	for i, part := range parts {
+		kind, id, _ := strings.Cut(part, " ")
+		tid, err := uuid.Parse(id)
+		if err != nil {
+			kind = part
+		}
+		out[i] = targetModel{PurchaseID: purchaseID, TargetKind: kind, TargetID: tid, Position: int16(i)}
+	}
+	return out
+}
