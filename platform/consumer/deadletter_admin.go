@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 	"gorm.io/gorm"
+
+	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // DeadLetter is one record a consumer gave up on, as an operator lists it
@@ -143,19 +145,7 @@ func ListDeadLetters(ctx context.Context, db *sql.DB, group string) ([]DeadLette
 	if err != nil {
 		return nil, fmt.Errorf("consumer: list dead letters: %w", err)
 	}
-	defer func() { _ = rows.Close() }()
-	var out []DeadLetter
-	for rows.Next() {
-		d, err := scanDeadLetter(rows)
-		if err != nil {
-			return nil, fmt.Errorf("consumer: list dead letters: %w", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("consumer: list dead letters: %w", err)
-	}
-	return out, nil
+	return postgres.CollectRows(rows, "consumer: list dead letters", scanDeadLetter)
 }
 
 // ReplayDeadLetters hands the named dead letters, in id order, to their

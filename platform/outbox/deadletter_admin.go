@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // DeadLetter is one message the relay gave up on, as an operator lists it
@@ -64,19 +66,7 @@ func ListDeadLetters(ctx context.Context, db *sql.DB, topic string) ([]DeadLette
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
 	}
-	defer rows.Close()
-	var out []DeadLetter
-	for rows.Next() {
-		d, err := scanDeadLetter(rows)
-		if err != nil {
-			return nil, fmt.Errorf("outbox: list dead letters: %w", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
-	}
-	return out, nil
+	return postgres.CollectRows(rows, "outbox: list dead letters", func(r *sql.Rows) (DeadLetter, error) { return scanDeadLetter(r) })
 }
 
 // ReplayDeadLetters puts the named dead letters back into their topics'
