@@ -158,13 +158,7 @@ func ReplayDeadLetters(ctx context.Context, db *gorm.DB, replayers []Replayer, i
 		return nil, errors.New("consumer: replay dead letters: no ids")
 	}
 	return replay(ctx, db, replayers, `id = ANY($1)`, ids, func(found []DeadLetter) error {
-		var missing []string
-		for _, id := range ids {
-			if !slices.ContainsFunc(found, func(d DeadLetter) bool { return d.ID == id }) {
-				missing = append(missing, fmt.Sprint(id))
-			}
-		}
-		if len(missing) > 0 {
+		if missing := postgres.Missing(ids, found, func(d DeadLetter) int64 { return d.ID }); len(missing) > 0 {
 			return fmt.Errorf("%w: %s (never existed, or already replayed)", ErrDeadLetterNotFound, strings.Join(missing, ", "))
 		}
 		return nil

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -79,13 +78,7 @@ func ReplayDeadLetters(ctx context.Context, db *sql.DB, ids []int64) ([]Replayed
 		return nil, errors.New("outbox: replay dead letters: no ids")
 	}
 	return replay(ctx, db, `id = ANY($1)`, ids, func(found []DeadLetter) error {
-		var missing []string
-		for _, id := range ids {
-			if !slices.ContainsFunc(found, func(d DeadLetter) bool { return d.ID == id }) {
-				missing = append(missing, fmt.Sprint(id))
-			}
-		}
-		if len(missing) > 0 {
+		if missing := postgres.Missing(ids, found, func(d DeadLetter) int64 { return d.ID }); len(missing) > 0 {
 			return fmt.Errorf("%w: %s (never existed, or already replayed)", ErrDeadLetterNotFound, strings.Join(missing, ", "))
 		}
 		return nil

@@ -22,3 +22,19 @@ func CollectRows[T any](rows *sql.Rows, what string, scan func(*sql.Rows) (T, er
 	}
 	return out, nil
 }
+
+// Missing returns, as text for the error that names them, the keys of want
+// that no row in found has, in want's order.
+func Missing[K comparable, T any](want []K, found []T, key func(T) K) []string {
+	have := make(map[K]bool, len(found))
+	for _, f := range found {
+		have[key(f)] = true
+	}
+	var missing []string
+	for _, k := range want {
+		if !have[k] {
+			missing = append(missing, fmt.Sprint(k))
+		}
+	}
+	return missing
+}
