@@ -43,7 +43,7 @@ func expirePromotions(ctx context.Context, args, environ []string, stdout, stder
 		return err
 	}
 	defer p.close()
-	publisher, err := outbox.NewPublisher(p.logger, p.tp)
+	publisher, err := outbox.NewPublisher(p.tp)
 	if err != nil {
 		return err
 	}

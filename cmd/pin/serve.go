@@ -121,7 +121,7 @@ func (s *server) build(ctx context.Context) error {
 		return err
 	}
 
-	publisher, err := outbox.NewPublisher(s.logger, s.tp)
+	publisher, err := outbox.NewPublisher(s.tp)
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func serveInProcess(tb testing.TB, databaseURL string, brokers []string) (string
 	tb.Cleanup(func() { _ = sqlDB.Close() })
 	authn, err := auth.NewAuthenticator([]byte(uuid.NewString()))
 	require.NoError(tb, err)
-	publisher, err := outbox.NewPublisher(logger, tp)
+	publisher, err := outbox.NewPublisher(tp)
 	require.NoError(tb, err)
 	module, err := promotion.New(promotion.Deps{
 		DB: gdb, Outbox: publisher, Authenticate: authn.Middleware(), Logger: logger, Registerer: reg, TracerProvider: tp,

@@ -29,7 +29,7 @@ func TestModuleEmbedsInABareEchoUnderAPrefix(t *testing.T) {
 	db := testbed.NewDatabase(t)
 	logger := slog.New(slog.DiscardHandler)
 	module, err := promotion.New(promotion.Deps{
-		DB: db.Gorm, Outbox: promotiontest.Publisher(t, logger, nil),
+		DB: db.Gorm, Outbox: promotiontest.Publisher(t, nil),
 		Authenticate: testbed.AuthenticateTenantHeader(), Logger: logger,
 	})
 	require.NoError(t, err)

@@ -86,7 +86,7 @@ func TestExpiredEventReachesKafkaWithinOneInterval(t *testing.T) {
 		}
 
 		module, err := promotion.New(promotion.Deps{
-			DB: gdb, Outbox: promotiontest.Publisher(t, nil, nil), Logger: slog.New(slog.DiscardHandler),
+			DB: gdb, Outbox: promotiontest.Publisher(t, nil), Logger: slog.New(slog.DiscardHandler),
 		})
 		require.NoError(t, err)
 		relay, err := outbox.NewRelay(sqlDB, outbox.RelayConfig{Brokers: brokers, Topics: module.OutboxTopics()},

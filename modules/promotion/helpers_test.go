@@ -117,7 +117,7 @@ func newModule(tb testing.TB, db *gorm.DB, w wiring) (*promotion.Module, *auth.A
 	authn, err := auth.NewAuthenticator(testSecret)
 	require.NoError(tb, err)
 	deps := promotion.Deps{
-		DB: db, APIDB: w.apiDB, Outbox: promotiontest.Publisher(tb, logger, w.tp), Authenticate: authn.Middleware(), Logger: logger,
+		DB: db, APIDB: w.apiDB, Outbox: promotiontest.Publisher(tb, w.tp), Authenticate: authn.Middleware(), Logger: logger,
 		Registerer: w.registerer, TracerProvider: w.tp, Expire: w.expire,
 	}
 	build := promotion.New

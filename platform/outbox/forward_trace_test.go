@@ -31,7 +31,7 @@ func TestForwardSpanContinuesThePublicationTrace(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	pub, err := outbox.NewPublisher(b.logger, tp)
+	pub, err := outbox.NewPublisher(tp)
 	require.NoError(t, err)
 
 	ctx, useCase := tp.Tracer("test").Start(b.ctx, "use case")

@@ -35,7 +35,7 @@ type testBundle struct {
 func setup(tb testing.TB) testBundle {
 	tb.Helper()
 	logger := testLogger()
-	pub, err := outbox.NewPublisher(logger, noop.NewTracerProvider())
+	pub, err := outbox.NewPublisher(noop.NewTracerProvider())
 	require.NoError(tb, err)
 	return testBundle{ctx: context.Background(), db: testbed.NewDatabase(tb), pub: pub, logger: logger}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -28,13 +27,9 @@ type Publisher struct {
 	tracer trace.Tracer
 }
 
-// NewPublisher returns a Publisher that traces with tp. It logs nothing
-// (every failure is returned to the caller); logger is checked so the
-// wiring stays the same as the relay's.
-func NewPublisher(logger *slog.Logger, tp trace.TracerProvider) (*Publisher, error) {
-	if logger == nil {
-		return nil, errors.New("outbox: NewPublisher: nil logger")
-	}
+// NewPublisher returns a Publisher that traces with tp. It logs nothing:
+// every failure is returned to the caller.
+func NewPublisher(tp trace.TracerProvider) (*Publisher, error) {
 	if tp == nil {
 		return nil, errors.New("outbox: NewPublisher: nil tracer provider")
 	}

@@ -88,7 +88,7 @@ func TestPublishCarriesTraceAndCorrelation(t *testing.T) {
 	b := setup(t)
 	tp := sdktrace.NewTracerProvider()
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	pub, err := outbox.NewPublisher(b.logger, tp)
+	pub, err := outbox.NewPublisher(tp)
 	require.NoError(t, err)
 
 	ctx, span := tp.Tracer("test").Start(observability.WithRequestID(b.ctx, "req-42"), "use case")

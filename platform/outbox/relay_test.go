@@ -29,7 +29,7 @@ func TestRelayEndToEnd(t *testing.T) {
 	brokers := testbed.NewKafka(t, topic)
 	tp := sdktrace.NewTracerProvider()
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	pub, err := outbox.NewPublisher(b.logger, tp)
+	pub, err := outbox.NewPublisher(tp)
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, reg)

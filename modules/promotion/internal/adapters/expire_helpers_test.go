@@ -46,7 +46,7 @@ func newExpireBundle(tb testing.TB) *expireBundle {
 	logger := observability.NewLogger(logs, slog.LevelDebug)
 	spans := tracetest.NewSpanRecorder()
 	tp := promotiontest.TracerProvider(tb, sdktrace.WithSpanProcessor(spans))
-	publisher := promotiontest.Publisher(tb, logger, tp)
+	publisher := promotiontest.Publisher(tb, tp)
 	store, err := NewExpireRepository(db.Gorm, publisher)
 	require.NoError(tb, err)
 	reg := prometheus.NewRegistry()

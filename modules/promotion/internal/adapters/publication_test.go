@@ -15,7 +15,7 @@ import (
 // by default and refuses a publication list it could not write correctly.
 func TestPublicationsAreChecked(t *testing.T) {
 	t.Parallel()
-	db, pub := &gorm.DB{}, promotiontest.Publisher(t, nil, nil)
+	db, pub := &gorm.DB{}, promotiontest.Publisher(t, nil)
 	v1 := adapters.PurchaseChangedV1()
 	require.Equal(t, contract.Topic, v1.Topic)
 	require.Equal(t, []string{contract.Topic, "x.v2"}, adapters.Publications{v1, {Topic: "x.v2", Message: v1.Message}}.Topics())

@@ -46,7 +46,7 @@ func (b *repoBundle) add(ctx context.Context, p *domain.Purchase, claim *app.Ide
 func newRepoBundle(tb testing.TB) *repoBundle {
 	tb.Helper()
 	db := testbed.NewDatabase(tb)
-	purchases, err := adapters.NewPurchaseRepository(db.Gorm, promotiontest.Publisher(tb, nil, nil))
+	purchases, err := adapters.NewPurchaseRepository(db.Gorm, promotiontest.Publisher(tb, nil))
 	require.NoError(tb, err)
 	packages, err := adapters.NewPackageRepository(db.Gorm)
 	require.NoError(tb, err)

@@ -250,7 +250,7 @@ func newInstance(tb testing.TB, url string) *instance {
 	logger := observability.NewLogger(io.Discard, slog.LevelInfo)
 	tp := sdktrace.NewTracerProvider()
 	tb.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	publisher, err := outbox.NewPublisher(logger, tp)
+	publisher, err := outbox.NewPublisher(tp)
 	require.NoError(tb, err)
 	store, err := adapters.NewExpireRepository(db, publisher)
 	require.NoError(tb, err)

@@ -38,7 +38,7 @@ func newExpireRunnerBundle(tb testing.TB) *expireRunnerBundle {
 	db := testbed.NewDatabase(tb)
 	logs := &promotiontest.LogBuffer{}
 	logger := observability.NewLogger(logs, slog.LevelInfo)
-	store, err := adapters.NewExpireRepository(db.Gorm, promotiontest.Publisher(tb, logger, nil))
+	store, err := adapters.NewExpireRepository(db.Gorm, promotiontest.Publisher(tb, nil))
 	require.NoError(tb, err)
 	cycle := promotiontest.ExpireCycle(tb, store, ports.ExpireTelemetryDeps{Logger: logger})
 	pkg := promotiontest.InsertPackage(tb, db, promotiontest.Package{

@@ -16,17 +16,14 @@ import (
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
-// Publisher is an outbox publisher for a test; a nil logger discards, a nil
-// tracer provider records nothing.
-func Publisher(tb testing.TB, logger *slog.Logger, tp trace.TracerProvider) *outbox.Publisher {
+// Publisher is an outbox publisher for a test; a nil tracer provider
+// records nothing.
+func Publisher(tb testing.TB, tp trace.TracerProvider) *outbox.Publisher {
 	tb.Helper()
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	p, err := outbox.NewPublisher(logger, tp)
+	p, err := outbox.NewPublisher(tp)
 	require.NoError(tb, err)
 	return p
 }
