@@ -11,6 +11,8 @@
 #   PIN_BENCH_EXPIRE_SIZES       table sizes of the expiry batch (default 10k,100k,1M)
 #   PIN_BENCH_BATCH_ITERATIONS   iterations per size (default 30)
 #   PIN_BENCH_DRAIN_ITERATIONS   drains per instance count (default 5)
+#   PIN_BENCH_OLD_COMMIT         the commit BenchmarkExpireService compares with (default 9a26082)
+#   PIN_BENCH_SERVICE_ITERATIONS interleaved service-level drains and --once per side (default 3)
 #   PIN_BENCH_REFERENCE_DIR      the shared reference bound of the expiry batch
 #                                (default ../shared/bench/expiry-bound beside the repository)
 #   PIN_BENCH_REFERENCE_ITERATIONS  interleaved drains, module and reference, per size (default 5)
@@ -105,6 +107,13 @@ profile() { # profile NAME: the go test flags that write NAME's profiles when as
 
 say "build pin"
 go build -o "$out/bin/pin" ./cmd/pin
+# The service-level expiry is measured against the main of 2026-11-30, the
+# last before the producer-side rework (docs/performance.md).
+old_commit=${PIN_BENCH_OLD_COMMIT:-9a26082}
+say "build pin at $old_commit"
+git worktree add --detach "$out/src-old" "$old_commit" >/dev/null
+trap 'kill $sampler 2>/dev/null || true; git worktree remove --force "$root/$out/src-old" 2>/dev/null || true; rm -rf "$root/$out/tmp"' EXIT
+(cd "$out/src-old" && go build -o "$root/$out/bin/pin-old" ./cmd/pin)
 
 # shellcheck disable=SC2046 # profile's flags are meant to split
 PIN_BENCH_EXPLAIN_DIR=$root/$out step expire-batch -bench 'BenchmarkExpireBatch$' \
@@ -113,6 +122,9 @@ step expire-reference -bench 'BenchmarkExpireReference$' \
   -benchtime "${PIN_BENCH_REFERENCE_ITERATIONS:-5}x" -v ./modules/promotion/internal/expirebench/
 PIN_BENCH_PIN_BINARY=$root/$out/bin/pin step expire-reference-once -bench 'BenchmarkExpireReferenceOnce$' \
   -benchtime "${PIN_BENCH_REFERENCE_ITERATIONS:-5}x" ./modules/promotion/internal/expirebench/
+PIN_BENCH_PIN_BINARY=$root/$out/bin/pin PIN_BENCH_OLD_PIN_BINARY=$root/$out/bin/pin-old \
+  step expire-service -bench 'BenchmarkExpireService$' -benchtime "${PIN_BENCH_SERVICE_ITERATIONS:-3}x" \
+  ./modules/promotion/internal/expirebench/
 # shellcheck disable=SC2046
 step expire-drain -bench 'BenchmarkExpireDrain$' -benchtime "${PIN_BENCH_DRAIN_ITERATIONS:-5}x" \
   $(profile expire-drain) ./modules/promotion/internal/expirebench/
@@ -165,6 +177,13 @@ b=BenchmarkExpireReferenceOnce
 printf '%-46s pin %s ms, psql %s ms\n' "last batch of 200 in a fresh process, 10k" \
   "$(metric expire-reference-once $b once-ms)" "$(metric expire-reference-once $b reference-once-ms)" | tee -a "$out/summary.txt"
 row "  pin expire-promotions --once / psql form1" "$(metric expire-reference-once $b once/reference)" "<=" 2 "x" expire-reference-once
+b=BenchmarkExpireService
+printf '%-46s %s ms per batch, %s: %s ms\n' "drain with a relay running, 10k of 20k" \
+  "$(metric expire-service $b drain-ms/batch)" "$old_commit" "$(metric expire-service $b old-drain-ms/batch)" | tee -a "$out/summary.txt"
+row "  drain per batch / $old_commit's" "$(metric expire-service $b drain/old)" "<=" 1 "x" expire-service
+printf '%-46s %s ms, %s: %s ms\n' "fresh pin expire-promotions --once, durationMs" \
+  "$(metric expire-service $b once-ms)" "$old_commit" "$(metric expire-service $b old-once-ms)" | tee -a "$out/summary.txt"
+row "  --once / $old_commit's" "$(metric expire-service $b once/old)" "<=" 1 "x" expire-service
 b=BenchmarkExpireDrain/backlog=10k
 row "drain 10k, 1 instance" "$(metric expire-drain $b 1-instance-purchases/s)" ">=" 15000 "purchases/s" expire-drain
 row "drain 10k, 2 instances" "$(metric expire-drain $b 2-instances-purchases/s)" ">=" 0 "purchases/s" expire-drain

@@ -107,6 +107,18 @@ var (
 // on how to start PostgreSQL when the server is unreachable.
 func NewDatabase(tb testing.TB) *Database {
 	tb.Helper()
+	return newDatabase(tb, func(srv *server) string { return srv.template })
+}
+
+// NewEmptyDatabase is NewDatabase without the migrations: an empty database,
+// for a binary that migrates it with its own (an older build's, say).
+func NewEmptyDatabase(tb testing.TB) *Database {
+	tb.Helper()
+	return newDatabase(tb, func(*server) string { return "template0" })
+}
+
+func newDatabase(tb testing.TB, template func(*server) string) *Database {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -116,7 +128,7 @@ func NewDatabase(tb testing.TB) *Database {
 	}
 
 	name := testDBPrefix + strconv.Itoa(os.Getpid()) + "_" + randomSuffix()
-	if err := srv.createFromTemplate(ctx, name); err != nil {
+	if err := srv.createFrom(ctx, name, template(srv)); err != nil {
 		tb.Fatalf("testbed: %v", err)
 	}
 	tb.Cleanup(func() {
@@ -368,10 +380,10 @@ func processAlive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// createFromTemplate clones the template into a new database.
-func (s *server) createFromTemplate(ctx context.Context, name string) error {
+// createFrom clones template (the migrated one, or template0) into a new database.
+func (s *server) createFrom(ctx context.Context, name, template string) error {
 	stmt := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() +
-		" TEMPLATE " + pgx.Identifier{s.template}.Sanitize()
+		" TEMPLATE " + pgx.Identifier{template}.Sanitize()
 	for attempt := 0; ; attempt++ {
 		_, err := s.admin.ExecContext(ctx, stmt)
 		if err == nil {
@@ -388,7 +400,7 @@ func (s *server) createFromTemplate(ctx context.Context, name string) error {
 			}
 			continue
 		}
-		return fmt.Errorf("create database %s from %s: %w", name, s.template, err)
+		return fmt.Errorf("create database %s from %s: %w", name, template, err)
 	}
 	_, err := s.admin.ExecContext(ctx, fmt.Sprintf(
 		"ALTER DATABASE %s SET idle_in_transaction_session_timeout = '%dms'",

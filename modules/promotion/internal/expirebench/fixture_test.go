@@ -88,8 +88,15 @@ WHERE pos <= src.i % 3`
 // instead.
 func newFixture(tb testing.TB, total, due int) *fixture {
 	tb.Helper()
+	return seedFixture(tb, testbed.NewDatabase(tb), total, due)
+}
+
+// seedFixture is newFixture on a database migrated already, by this build
+// or another.
+func seedFixture(tb testing.TB, db *testbed.Database, total, due int) *fixture {
+	tb.Helper()
 	ctx := context.Background()
-	f := &fixture{db: testbed.NewDatabase(tb), asOf: time.Now().UTC().Truncate(time.Microsecond), total: total, due: due}
+	f := &fixture{db: db, asOf: time.Now().UTC().Truncate(time.Microsecond), total: total, due: due}
 	notDue := min(due, total-due)
 	pkg := uuid.New()
 	started := time.Now()

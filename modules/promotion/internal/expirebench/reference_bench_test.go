@@ -203,6 +203,19 @@ func benchReference(b *testing.B, f *fixture, ref *reference, inst *instance) {
 // .bench/); without it BenchmarkExpireReferenceOnce builds ./cmd/pin.
 const pinBinaryEnv = "PIN_BENCH_PIN_BINARY"
 
+// pinBinary is the binary PIN_BENCH_PIN_BINARY names, else one built from
+// ./cmd/pin into a temporary directory.
+func pinBinary(tb testing.TB) string {
+	tb.Helper()
+	if bin := os.Getenv(pinBinaryEnv); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(tb.TempDir(), "pin")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/pinmarket/pin/cmd/pin").CombinedOutput()
+	require.NoError(tb, err, "go build ./cmd/pin: %s", out)
+	return bin
+}
+
 // BenchmarkExpireReferenceOnce measures the last batch of 200 due
 // purchases in a fresh process, as an operator waits for it: `pin
 // expire-promotions --once --batch-size 200` against one psql process
@@ -218,12 +231,7 @@ func BenchmarkExpireReferenceOnce(b *testing.B) {
 	f := newFixture(b, dueBacklog, dueBacklog)
 	ref := newReference(b, dir, dueBacklog, dueBacklog)
 	inst := newInstance(b, f.db.URL)
-	bin := os.Getenv(pinBinaryEnv)
-	if bin == "" {
-		bin = filepath.Join(b.TempDir(), "pin")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/pinmarket/pin/cmd/pin").CombinedOutput()
-		require.NoError(b, err, "go build ./cmd/pin: %s", out)
-	}
+	bin := pinBinary(b)
 	ctx := context.Background()
 	lastBatches := (dueBacklog - batchSize) / batchSize
 	module := func(tb testing.TB) time.Duration {

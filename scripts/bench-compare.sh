@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# scripts/bench-compare.sh OLD NEW [ROUNDS]: the benchmarks that guard the
+# producer side (expiry batch at 10k and 1M, the relay's drain and
+# commit->consumer latency, the API against pgbench), run from two commits on
+# the same machine, interleaved: round 1 runs OLD then NEW for each
+# benchmark, round 2 NEW then OLD, and so on. Both sides are compiled before
+# the first measurement, so no build runs beside a benchmark. Raw output in
+# .bench/compare-<UTC time>/, a table of every figure per round at the end.
+#
+# Environment: PIN_TEST_DATABASE_URL, PIN_BENCH_REFERENCE_DIR (as make bench),
+#   PIN_BENCH_EXPIRE_SIZES (default 10k,1M), PIN_BENCH_BATCH_ITERATIONS (30),
+#   PIN_BENCH_API_ROUNDS (4), PIN_BENCH_SUSTAINED_STEPS (2000).
+set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: $0 OLD-COMMIT NEW-COMMIT [ROUNDS]" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+root=$PWD
+old=$(git rev-parse --short "$1") new=$(git rev-parse --short "$2") rounds=${3:-2}
+out=$root/.bench/compare-$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$out/tmp"
+export TMPDIR=$out/tmp
+export PIN_TEST_DATABASE_URL=${PIN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
+export PIN_BENCH_REFERENCE_DIR=${PIN_BENCH_REFERENCE_DIR:-$(cd "$root/.." && pwd)/shared/bench/expiry-bound}
+export PIN_BENCH_EXPIRE_SIZES=${PIN_BENCH_EXPIRE_SIZES:-10k,1M}
+export PIN_BENCH_SUSTAINED_STEPS=${PIN_BENCH_SUSTAINED_STEPS:-2000}
+cleanup() {
+  kill "${sampler:-}" 2>/dev/null || true
+  for side in old new; do git worktree remove --force "$out/src-$side" 2>/dev/null || true; done
+  rm -rf "$out/tmp"
+}
+trap cleanup EXIT
+(while :; do echo "$(date +%s) $(cut -d' ' -f1 /proc/loadavg)"; sleep 5; done) >"$out/load.txt" &
+sampler=$!
+
+# name package benchmark benchtime
+benches=(
+  "expire-batch ./modules/promotion/internal/expirebench BenchmarkExpireBatch\$ ${PIN_BENCH_BATCH_ITERATIONS:-30}x"
+  "relay ./platform/outbox BenchmarkCommitToKafka\$ 1x"
+  "api ./cmd/pinload BenchmarkAPI\$ 1x"
+)
+for side in old new; do
+  commit=$old; [ $side = new ] && commit=$new
+  git worktree add --detach "$out/src-$side" "$commit" >/dev/null
+  echo "build $side ($commit)"
+  (cd "$out/src-$side" && go build -o "$out/$side-pin" ./cmd/pin)
+  for b in "${benches[@]}"; do
+    read -r name pkg _ _ <<<"$b"
+    (cd "$out/src-$side" && go test -c -o "$out/$side-$name.test" "$pkg")
+  done
+done
+
+run() { # run SIDE ROUND NAME PKG BENCH BENCHTIME
+  local side=$1 round=$2 name=$3 pkg=$4 bench=$5 benchtime=$6 from
+  from=$(date +%s)
+  echo "== round $round $name $side (load $(cut -d' ' -f1 /proc/loadavg))"
+  (cd "$out/src-$side/$pkg" && PIN_BENCH_PIN_BINARY=$out/$side-pin "$out/$side-$name.test" \
+    -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime" -test.timeout 30m) \
+    >"$out/$round-$name-$side.txt" 2>&1 || echo "   FAILED: $out/$round-$name-$side.txt"
+  awk -v f="$from" -v t="$(date +%s)" '$1 >= f && $1 <= t {s += $2; c++} END {if (c) printf "   load %.2f\n", s/c}' "$out/load.txt"
+}
+for round in $(seq 1 "$rounds"); do
+  first=old second=new
+  [ $((round % 2)) = 0 ] && first=new second=old
+  for b in "${benches[@]}"; do
+    read -r name pkg bench benchtime <<<"$b"
+    run $first "$round" "$name" "$pkg" "$bench" "$benchtime"
+    run $second "$round" "$name" "$pkg" "$bench" "$benchtime"
+  done
+done
+
+metric() { # metric FILE BENCHMARK UNIT
+  awk -v b="$2" -v u="$3" '$1 ~ "^"b"(-[0-9]+)?$" {for (i = 3; i < NF; i += 2) if ($(i+1) == u) {print $i; exit}}' "$1"
+}
+rows=()
+IFS=, read -r -a sizes <<<"$PIN_BENCH_EXPIRE_SIZES"
+for size in "${sizes[@]}"; do
+  rows+=("expire-batch BenchmarkExpireBatch/purchases=$size/batch=200 batch-ms" "expire-batch BenchmarkExpireBatch/purchases=$size/batch=200 batch/bound")
+done
+rows+=("relay BenchmarkCommitToKafka/drain events/s" "relay BenchmarkCommitToKafka/latency-200eps p99-ms"
+  "api BenchmarkAPI api/pgbench" "api BenchmarkAPI api-p99/pgbench-p99" "api BenchmarkAPI api-purchases/s" "api BenchmarkAPI api-errors")
+{
+  echo "old = $old, new = $new, $rounds rounds (odd rounds old first)"
+  printf '| %s | %s |' figure round
+  echo " old | new | new ÷ old |"
+  echo "| --- | --- | --- | --- | --- |"
+  for r in "${rows[@]}"; do
+    read -r name bench unit <<<"$r"
+    for round in $(seq 1 "$rounds"); do
+      o=$(metric "$out/$round-$name-old.txt" "$bench" "$unit") n=$(metric "$out/$round-$name-new.txt" "$bench" "$unit")
+      q=$(awk -v o="${o:-0}" -v n="${n:-0}" 'BEGIN {if (o > 0) printf "%.2f", n / o; else print "-"}')
+      echo "| ${bench#Benchmark} $unit | $round | ${o:-?} | ${n:-?} | $q |"
+    done
+  done
+} | tee "$out/summary.md"
