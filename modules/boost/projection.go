@@ -14,10 +14,13 @@ import (
 	"github.com/pinmarket/pin/platform/consumer"
 )
 
-// Projection is the consumer.Handler of the boost projection. An event is a
-// snapshot of the purchase, so applying it replaces what the purchase
-// contributes: nothing unless it is Active, and then its boostWeight to each
-// target of a known kind.
+// Projection is the consumer.Handler of the boost projection. Every event
+// carries the purchase's whole state, so applying it replaces what the
+// purchase contributes: nothing unless it is Active, and then its
+// boostWeight to each target of a known kind. A snapshot (consumer.Origin)
+// is applied exactly like a transition: the kit's version guard has let
+// through only one above the version applied, which is what rebuilds an
+// emptied projection; at or below it, it changes nothing.
 type Projection struct {
 	// Logger receives the warnings about unknown target kinds.
 	Logger *slog.Logger
@@ -48,8 +51,9 @@ func (p Projection) Decode(r consumer.Record) (consumer.Event[contract.Envelope]
 // Apply replaces what each purchase of the batch contributes with what its
 // last event in the batch describes, in three statements for the whole
 // batch: an earlier event of a purchase in the same batch is superseded by
-// its later one, since every event is a snapshot. All run in the kit's
-// transaction; the version guard has already refused the stale events.
+// its later one, since every event carries the whole state. All run in the
+// kit's transaction; the version guard has already refused the stale
+// events, snapshots included, so the origin plays no part here.
 func (p Projection) Apply(ctx context.Context, tx *gorm.DB, events []consumer.Guarded[contract.Envelope]) error {
 	last := make(map[uuid.UUID]contract.PurchaseChanged, len(events))
 	var order, contributed []uuid.UUID // first-seen order; those that may have rows already

@@ -5,6 +5,9 @@
 //     as the event's effect, so a re-delivered record is skipped;
 //   - a version guard: the handler is told the last version applied for the
 //     aggregate, and an event whose version is not above it is skipped;
+//   - origins: each event says whether it is a transition or a snapshot
+//     (origin.go); a snapshot passes the same guard, so one at a version
+//     already applied changes nothing;
 //   - dead letters: a record that cannot be decoded, or whose handler keeps
 //     failing, is kept byte for byte in consumer.dead_letters and the
 //     partition moves on; whatever a record holds, its dead letter can be
@@ -73,6 +76,9 @@ type Event[B any] struct {
 	// OccurredAt is when the change happened at the producer; the delay
 	// from it to the committed effect is measured.
 	OccurredAt time.Time
+	// Origin is set by the kit from the record's HeaderEventOrigin header
+	// (Decode need not fill it): a transition or a snapshot.
+	Origin Origin
 	// Body is the event itself.
 	Body B
 }
@@ -93,10 +99,12 @@ type Handler[B any] interface {
 	Decode(r Record) (Event[B], error)
 	// Apply makes the effects of a transaction's events, in offset order,
 	// inside tx, the transaction that also records their inbox entries and
-	// new versions. Each event's Version is above its LastVersion. A handler
-	// may loop over them or apply them as a set. An error rolls everything
-	// back, and the events are then applied one per call (and transaction),
-	// retried, and the failing one dead-lettered; but a fault of the
+	// new versions. Each event's Version is above its LastVersion, whatever
+	// its Origin: a handler that only reacts to changes skips the snapshots
+	// (their versions are recorded all the same). A handler may loop over
+	// them or apply them as a set. An error rolls everything back, and the
+	// events are then applied one per call (and transaction), retried, and
+	// the failing one dead-lettered; but a fault of the
 	// database (postgres.FaultOf: an SQLSTATE outside classes 22 and 23, or
 	// the connection) is no record's, and makes Run return instead.
 	Apply(ctx context.Context, tx *gorm.DB, events []Guarded[B]) error

@@ -61,12 +61,15 @@ type kit struct {
 	offset int64
 }
 
-func newKit(tb testing.TB) *kit {
+func newKit(tb testing.TB) *kit { return newKitOf(tb, kitHandler{}) }
+
+// newKitOf is newKit with another handler of kitEvents.
+func newKitOf(tb testing.TB, h Handler[kitEvent]) *kit {
 	tb.Helper()
 	k := &kit{db: testbed.NewDatabase(tb), reg: prometheus.NewRegistry()}
 	var err error
 	k.runner, err = NewRunner(k.db.Gorm, Config{Name: "kit", Topic: "kit.v1", Brokers: []string{"127.0.0.1:1"},
-		MaxAttempts: 2, RetryBackoff: time.Microsecond}, kitHandler{}, slog.New(slog.DiscardHandler), k.reg)
+		MaxAttempts: 2, RetryBackoff: time.Microsecond}, h, slog.New(slog.DiscardHandler), k.reg)
 	require.NoError(tb, err)
 	return k
 }
@@ -162,6 +165,7 @@ func FuzzAnyRecordIsAppliedOrDeadLetteredAndTheNextApplied(f *testing.F) {
 	f.Add([]byte("k"), []byte(`{"skip":true}`), []byte("h"), []byte("v"))
 	f.Add([]byte("k"), []byte(`{"panic":true}`), []byte("h"), []byte("\x00"))
 	f.Add([]byte("k"), []byte(`{"messageId":"6f0c3a52-8d0e-4a52-9a77-2b7a8f0e6c11","aggregate":"a","version":1}`), []byte("h"), []byte("v"))
+	f.Add([]byte("k"), []byte(`{"messageId":"7f0c3a52-8d0e-4a52-9a77-2b7a8f0e6c11","aggregate":"o","version":1}`), []byte("event_origin"), []byte("backfill"))
 	k := newKit(f)
 
 	f.Fuzz(func(t *testing.T, key, value, headerKey, headerValue []byte) {

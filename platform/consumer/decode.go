@@ -25,14 +25,19 @@ func (r *Runner[B]) decode(ctx context.Context, rec Record) (e Event[B], ok bool
 	return e, false, r.deadLetter(ctx, rec, err, 1)
 }
 
-// decodeSafely is Decode with a panic turned into its error: a decoder that
-// panics on some bytes dead-letters that record instead of crashing the
-// process on every delivery of it.
+// decodeSafely is Decode with a panic turned into its error, and the
+// record's origin set: a decoder that panics on some bytes dead-letters that
+// record instead of crashing the process on every delivery of it, and so
+// does an origin the kit does not know (origin.go).
 func (r *Runner[B]) decodeSafely(rec Record) (e Event[B], err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			e, err = Event[B]{}, fmt.Errorf("decode panicked: %v", p)
 		}
 	}()
-	return r.handler.Decode(rec)
+	if e, err = r.handler.Decode(rec); err != nil {
+		return e, err
+	}
+	e.Origin, err = OriginOf(rec)
+	return e, err
 }

@@ -60,7 +60,7 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 	}
 	m.delay, err = observability.RegisterOrReuse(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "pin_consumer_apply_delay_seconds",
-		Help:    "Delay from an event's occurredAt at the producer to its effect committed by the consumer.",
+		Help:    "Delay from an event's occurredAt at the producer to its effect committed by the consumer; snapshots are not observed.",
 		Buckets: delayBuckets,
 	}, []string{"consumer"}))
 	if err != nil {

@@ -370,13 +370,24 @@ func (r *Runner[B]) count(ctx context.Context, out outcome, e Event[B]) {
 	r.metrics.consumed.WithLabelValues(name).Inc()
 	switch out {
 	case outcomeApplied:
-		r.metrics.delay.WithLabelValues(name).Observe(r.cfg.Now().Sub(e.OccurredAt).Seconds())
+		// A snapshot is no change arriving late: its occurredAt may be days
+		// old, and a rebuild would trip the delay alert.
+		if e.Origin != OriginSnapshot {
+			r.metrics.delay.WithLabelValues(name).Observe(r.cfg.Now().Sub(e.OccurredAt).Seconds())
+		}
 	case duplicate:
 		r.metrics.duplicates.WithLabelValues(name).Inc()
 		r.logger.DebugContext(ctx, "duplicate skipped", "message_id", e.MessageID)
 	case stale:
 		r.metrics.stale.WithLabelValues(name).Inc()
-		r.logger.InfoContext(ctx, "stale event skipped", "message_id", e.MessageID, "aggregate_id", e.AggregateID, "version", e.Version)
+		// A snapshot at the version already applied is the expected case, one
+		// per purchase of a snapshot run: not worth a line at Info each.
+		level := slog.LevelInfo
+		if e.Origin == OriginSnapshot {
+			level = slog.LevelDebug
+		}
+		r.logger.Log(ctx, level, "stale event skipped", "message_id", e.MessageID, "aggregate_id", e.AggregateID,
+			"version", e.Version, "origin", e.Origin.String())
 	case deadLettered:
 		r.metrics.deadLetters.WithLabelValues(name).Inc()
 	case skipped:

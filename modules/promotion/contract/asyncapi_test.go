@@ -101,7 +101,7 @@ func TestAsyncAPIDocument(t *testing.T) {
 	}
 	slices.Sort(names)
 	want := []string{contract.HeaderContractVersion, contract.HeaderCorrelationID, contract.HeaderEventType,
-		contract.HeaderMessageID, contract.HeaderTraceparent}
+		contract.HeaderMessageID, contract.HeaderTraceparent, contract.HeaderEventOrigin}
 	slices.Sort(want)
 	require.Equal(t, want, names, "headers documented = header constants")
 	require.Equal(t, contract.EventType, at(t, headers, "properties", contract.HeaderEventType, "const"))

@@ -18,18 +18,32 @@ import (
 	"github.com/pinmarket/pin/platform/schemacompattest"
 )
 
-// releasedDir holds contract version 1 as released: the JSON Schema, the
-// AsyncAPI document and the golden events. It never changes (released/README.md).
-const releasedDir = "released/v1"
+// releasedRoot holds every released revision of the contract, one
+// directory each; none ever changes (released/README.md).
+const releasedRoot = "released"
 
-// releasedFiles pins every released file by its SHA-256, so the copy the
-// gates compare against cannot drift along with the current contract.
+// releasedDir holds contract version 1 as first released: the JSON Schema,
+// the AsyncAPI document and the golden events.
+const releasedDir = releasedRoot + "/v1"
+
+// releasedAsyncAPIs are the AsyncAPI documents released, oldest first: an
+// additive revision (v1.1 added the event_origin header) is frozen with the
+// change that publishes it, so what it added cannot be taken away later.
+var releasedAsyncAPIs = []string{
+	releasedDir + "/pin.promotion.purchase-changed.v1.asyncapi.yaml",
+	releasedRoot + "/v1.1/pin.promotion.purchase-changed.v1.asyncapi.yaml",
+}
+
+// releasedFiles pins every released file, by its path under releasedRoot,
+// to its SHA-256, so the copies the gates compare against cannot drift along
+// with the current contract.
 var releasedFiles = map[string]string{
-	"pin.promotion.purchase-changed.v1.asyncapi.yaml": "206b562c386a689ae3d9eb45992af68c3223db937d8b95227793255ceb7db3b8",
-	"pin.promotion.purchase-changed.v1.schema.json":   "4abce345901df8a3cf728048248c7e2a2006fcf57b2943ab496e7540a3c44d45",
-	"purchase-changed.v1.active.golden.json":          "9e0de9c71fe0837e6a2185dd9dbe76adfd1d48e14a7e06d03215382cd7c67458",
-	"purchase-changed.v1.cancelled.golden.json":       "0985caf4ec727fa79878d58b8a56f51f694c2f3a1c59599d7e592107b6ccf7ef",
-	"purchase-changed.v1.expired.golden.json":         "79cfc9f3a1a816a1536533604d606f0ffab2cdc2962ebc1a24d3b22ad271c336",
+	"v1/pin.promotion.purchase-changed.v1.asyncapi.yaml":   "206b562c386a689ae3d9eb45992af68c3223db937d8b95227793255ceb7db3b8",
+	"v1/pin.promotion.purchase-changed.v1.schema.json":     "4abce345901df8a3cf728048248c7e2a2006fcf57b2943ab496e7540a3c44d45",
+	"v1/purchase-changed.v1.active.golden.json":            "9e0de9c71fe0837e6a2185dd9dbe76adfd1d48e14a7e06d03215382cd7c67458",
+	"v1/purchase-changed.v1.cancelled.golden.json":         "0985caf4ec727fa79878d58b8a56f51f694c2f3a1c59599d7e592107b6ccf7ef",
+	"v1/purchase-changed.v1.expired.golden.json":           "79cfc9f3a1a816a1536533604d606f0ffab2cdc2962ebc1a24d3b22ad271c336",
+	"v1.1/pin.promotion.purchase-changed.v1.asyncapi.yaml": "704f6f78a64bce84155d7ce0802e35ae72c4df4d430d8186fb4d7167507365a2",
 }
 
 // releasedGoldens are the events released with version 1.
@@ -54,10 +68,11 @@ A breaking change needs a new contract version instead:
 See docs/contracts/purchase-changed.md, "A breaking change: version 2".`,
 	contract.ContractVersion, contract.ContractVersion+1, contract.EventType)
 
-// compatibilityReport is the failure message of the gates.
-func compatibilityReport(what string, breaks []string) string {
+// compatibilityReport is the failure message of the gates: what breaks the
+// released copy at released.
+func compatibilityReport(what, released string, breaks []string) string {
 	return fmt.Sprintf("%s breaks the released contract (%s):\n  %s\n\n%s",
-		what, releasedDir, strings.Join(breaks, "\n  "), breakingChangeAdvice)
+		what, released, strings.Join(breaks, "\n  "), breakingChangeAdvice)
 }
 
 func violationStrings(vs []schemacompattest.Violation) []string {
@@ -68,26 +83,32 @@ func violationStrings(vs []schemacompattest.Violation) []string {
 	return out
 }
 
-// TestReleasedContractIsFrozen keeps released/v1 exactly as published: no
-// file added, removed or edited.
+// TestReleasedContractIsFrozen keeps every released revision exactly as
+// published: no file added, removed or edited.
 func TestReleasedContractIsFrozen(t *testing.T) {
 	t.Parallel()
-	entries, err := os.ReadDir(releasedDir)
-	require.NoError(t, err)
 	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
+	require.NoError(t, filepath.WalkDir(releasedRoot, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Dir(path) == releasedRoot { // the README is no release
+			return err
+		}
+		rel, err := filepath.Rel(releasedRoot, path)
+		names = append(names, filepath.ToSlash(rel))
+		return err
+	}))
 	want := make([]string, 0, len(releasedFiles))
 	for name := range releasedFiles {
 		want = append(want, name)
 	}
 	slices.Sort(want)
-	require.Equal(t, want, names, "released/v1 holds exactly the files released")
+	slices.Sort(names)
+	require.Equal(t, want, names, "released/ holds exactly the files released")
 	for name, sum := range releasedFiles {
-		got := sha256.Sum256(readReleased(t, name))
+		data, err := os.ReadFile(filepath.Join(releasedRoot, name))
+		require.NoError(t, err)
+		got := sha256.Sum256(data)
 		require.Equal(t, sum, hex.EncodeToString(got[:]),
-			"%s/%s changed: a released contract is never edited; change docs/contracts and, if breaking, release version 2", releasedDir, name)
+			"%s/%s changed: a released contract is never edited; change docs/contracts and, if breaking, release version 2", releasedRoot, name)
 	}
 }
 
@@ -105,7 +126,7 @@ func TestSchemaKeepsTheReleasedContract(t *testing.T) {
 		vs, err := schemacompattest.Check(released, current)
 		require.NoError(t, err, what)
 		if len(vs) > 0 {
-			t.Error(compatibilityReport(what, violationStrings(vs)))
+			t.Error(compatibilityReport(what, releasedDir, violationStrings(vs)))
 		}
 	}
 }
@@ -283,7 +304,7 @@ func TestCompatibilityReportSaysWhatABreakingChangeNeeds(t *testing.T) {
 	require.NotEqual(t, string(released), current)
 	vs, err := schemacompattest.Check(released, []byte(current))
 	require.NoError(t, err)
-	msg := compatibilityReport("the schema", violationStrings(vs))
+	msg := compatibilityReport("the schema", releasedDir, violationStrings(vs))
 	for _, want := range []string{
 		`type-changed at $.payload.boostWeight: type "integer" became "number"`,
 		"ContractVersion 2", "pin.promotion.purchase-changed.v2", "both", "deadline", "sunset of .v1",
@@ -410,13 +431,77 @@ func asyncAPIBreaks(tb testing.TB, released, current asyncAPIDoc) []string {
 	return breaks
 }
 
-// TestAsyncAPIKeepsTheReleasedContract is the AsyncAPI gate.
+// asyncAPIGate is the AsyncAPI gate: the breaks of current against each
+// released AsyncAPI document, as failure reports; none when it passes.
+func asyncAPIGate(tb testing.TB, current asyncAPIDoc) []string {
+	tb.Helper()
+	var reports []string
+	for _, path := range releasedAsyncAPIs {
+		if breaks := asyncAPIBreaks(tb, loadAsyncAPI(tb, path), current); len(breaks) > 0 {
+			reports = append(reports, compatibilityReport(asyncAPIPath, path, breaks))
+		}
+	}
+	return reports
+}
+
+// TestAsyncAPIKeepsTheReleasedContract runs the AsyncAPI gate on the
+// current document.
 func TestAsyncAPIKeepsTheReleasedContract(t *testing.T) {
 	t.Parallel()
-	breaks := asyncAPIBreaks(t, loadAsyncAPI(t, filepath.Join(releasedDir, "pin.promotion.purchase-changed.v1.asyncapi.yaml")),
-		loadAsyncAPI(t, asyncAPIPath))
-	if len(breaks) > 0 {
-		t.Error(compatibilityReport(asyncAPIPath, breaks))
+	for _, report := range asyncAPIGate(t, loadAsyncAPI(t, asyncAPIPath)) {
+		t.Error(report)
+	}
+}
+
+// TestAsyncAPIGateHoldsTheEventOriginHeader: the event_origin header, added
+// by revision 1.1, passes the gate as additive against version 1, and any
+// later change that consumers skipping snapshots would notice fails it —
+// against revision 1.1, since version 1 had no such header.
+func TestAsyncAPIGateHoldsTheEventOriginHeader(t *testing.T) {
+	t.Parallel()
+	origin := func(t *testing.T, doc asyncAPIDoc) map[string]any {
+		t.Helper()
+		return at(t, map[string]any(doc), "components", "messages", "purchaseChanged", "headers", "properties", contract.HeaderEventOrigin).(map[string]any)
+	}
+	cases := []struct {
+		name   string
+		mutate func(t *testing.T, doc asyncAPIDoc)
+		want   string // the break reported against v1.1; "" = compatible
+		alsoV1 bool   // version 1 flags it too
+	}{
+		{"description edited", func(t *testing.T, doc asyncAPIDoc) { origin(t, doc)["description"] = "Why." }, "", false},
+		{"header removed", func(t *testing.T, doc asyncAPIDoc) {
+			delete(at(t, map[string]any(doc), "components", "messages", "purchaseChanged", "headers", "properties").(map[string]any),
+				contract.HeaderEventOrigin)
+		}, "headers: property-removed at $.event_origin", false},
+		{"value snapshot removed", func(t *testing.T, doc asyncAPIDoc) { origin(t, doc)["enum"] = []any{"transition"} },
+			`headers: enum-value-removed at $.event_origin: value "snapshot" removed`, false},
+		{"value added", func(t *testing.T, doc asyncAPIDoc) {
+			origin(t, doc)["enum"] = []any{"transition", "snapshot", "backfill"}
+		},
+			`headers: constraint-widened at $.event_origin: value "backfill" added`, false},
+		{"header made required", func(t *testing.T, doc asyncAPIDoc) {
+			h := at(t, map[string]any(doc), "components", "messages", "purchaseChanged", "headers").(map[string]any)
+			h["required"] = append(h["required"].([]any), contract.HeaderEventOrigin)
+		}, "headers: property-made-required at $.event_origin", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			current := loadAsyncAPI(t, asyncAPIPath)
+			tc.mutate(t, current)
+			againstV1 := asyncAPIBreaks(t, loadAsyncAPI(t, releasedAsyncAPIs[0]), current)
+			require.Equal(t, tc.alsoV1, len(againstV1) > 0, "against version 1, which had no event_origin: %v", againstV1)
+			reports := asyncAPIGate(t, current)
+			if tc.want == "" {
+				require.Empty(t, reports)
+				return
+			}
+			require.NotEmpty(t, reports, "the gate must flag it")
+			last := reports[len(reports)-1]
+			require.Contains(t, last, releasedAsyncAPIs[1])
+			require.Contains(t, last, tc.want)
+		})
 	}
 }
 
@@ -424,7 +509,7 @@ func TestAsyncAPIKeepsTheReleasedContract(t *testing.T) {
 // document once per case.
 func TestAsyncAPIGateCatchesPlantedViolations(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(releasedDir, "pin.promotion.purchase-changed.v1.asyncapi.yaml")
+	path := releasedAsyncAPIs[0]
 	msg := func(t *testing.T, doc asyncAPIDoc) map[string]any {
 		t.Helper()
 		return at(t, map[string]any(doc), "components", "messages", "purchaseChanged").(map[string]any)

@@ -42,6 +42,11 @@ const (
 	// HeaderTraceparent carries the W3C trace context of the publication when
 	// a trace was active.
 	HeaderTraceparent = "traceparent"
+	// HeaderEventOrigin says why the record was written: "snapshot" for a
+	// record of `pin promotion snapshot` (the purchase's stored state and
+	// version, published again); "transition", or no such header, for a
+	// status transition.
+	HeaderEventOrigin = "event_origin"
 )
 
 // The only currency a price may be in (ADR-0048).
