@@ -281,12 +281,12 @@ func (r *Runner[B]) apply(ctx context.Context, events []Event[B]) ([]outcome, er
 		guarded := make([]Guarded[B], 0, len(events))
 		for i, e := range events {
 			if !fresh[e.MessageID.String()] {
-				outs[i] = duplicate
+				outs[i] = outcomeDuplicate
 				continue
 			}
 			delete(fresh, e.MessageID.String()) // a second delivery in this batch is a duplicate
 			if e.Version <= last[e.AggregateID] {
-				outs[i] = stale // the inbox entry stays: this message was seen
+				outs[i] = outcomeStale // the inbox entry stays: this message was seen
 				continue
 			}
 			guarded = append(guarded, Guarded[B]{Event: e, LastVersion: last[e.AggregateID]})
@@ -371,15 +371,15 @@ func (r *Runner[B]) count(ctx context.Context, out outcome, e Event[B]) {
 	switch out {
 	case outcomeApplied:
 		r.metrics.delay.WithLabelValues(name).Observe(r.cfg.Now().Sub(e.OccurredAt).Seconds())
-	case duplicate:
+	case outcomeDuplicate:
 		r.metrics.duplicates.WithLabelValues(name).Inc()
 		r.logger.DebugContext(ctx, "duplicate skipped", "message_id", e.MessageID)
-	case stale:
+	case outcomeStale:
 		r.metrics.stale.WithLabelValues(name).Inc()
 		r.logger.InfoContext(ctx, "stale event skipped", "message_id", e.MessageID, "aggregate_id", e.AggregateID, "version", e.Version)
-	case deadLettered:
+	case outcomeDeadLettered:
 		r.metrics.deadLetters.WithLabelValues(name).Inc()
-	case skipped:
+	case outcomeSkipped:
 		r.metrics.skipped.WithLabelValues(name).Inc()
 	}
 }
