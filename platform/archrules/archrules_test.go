@@ -157,7 +157,9 @@ func TestNoTestStopsOffItsGoroutine(t *testing.T) {
 }
 
 // TestStopsOffTestGoroutineCatchesPlantedStops plants each kind of stop in
-// a goroutine, and the same calls on the test's goroutine, which are fine.
+// a goroutine, in callbacks other goroutines run (an HTTP handler,
+// time.AfterFunc, a kfake control function) and in a test-support file,
+// and the same calls on the test's goroutine, which are fine.
 func TestStopsOffTestGoroutineCatchesPlantedStops(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -183,11 +185,36 @@ func TestPlanted(t *testing.T) {
 func helper(tb testing.TB, ok bool) {
 	go func() { tb.FailNow() }()
 }
+
+func TestCallbacks(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "/", r.URL.Path)
+	}))
+	time.AfterFunc(time.Second, func() { t.FailNow() })
+	cluster.ControlKey(0, func(kmsg.Request) (kmsg.Response, error, bool) {
+		require.NoError(t, nil)
+		return nil, nil, false
+	})
+	go check(t)
+	check(t)
+	t.Cleanup(func() { require.NoError(t, srv.Close()) })
+}
+`
+	const support = `package planted
+
+import "testing"
+
+// StartThing is test support: a file that imports testing.
+func StartThing(tb testing.TB) {
+	go func() { tb.Fatal("stop") }()
+}
 `
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "pkg", "testdata"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "pkg", "planted_test.go"), []byte(planted), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "pkg", "testdata", "ignored_test.go"), []byte(planted), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "pkg", "planted.go"), []byte(strings.Replace(planted, "package planted", "package planted // not a test file", 1)), 0o644))
+	// Not a test file and no testing import: code that ships, not looked at.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pkg", "planted.go"), []byte(strings.Replace(planted, `import "testing"`, "", 1)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pkg", "support.go"), []byte(support), 0o644))
 	found, err := archrules.StopsOffTestGoroutine(dir)
 	require.NoError(t, err)
 	require.Equal(t, []string{
@@ -195,6 +222,11 @@ func helper(tb testing.TB, ok bool) {
 		"pkg/planted_test.go:10: t.Fatalf on a goroutine",
 		"pkg/planted_test.go:16: publish hands the test's st to a goroutine's call",
 		"pkg/planted_test.go:21: tb.FailNow on a goroutine",
+		"pkg/planted_test.go:26: require.Equal on a goroutine",
+		"pkg/planted_test.go:28: t.FailNow on a goroutine",
+		"pkg/planted_test.go:30: require.NoError on a goroutine",
+		"pkg/planted_test.go:33: go check hands the test's t to a goroutine",
+		"pkg/support.go:7: tb.Fatal on a goroutine",
 	}, found)
 }
 

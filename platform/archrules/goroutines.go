@@ -18,13 +18,19 @@ var stopMethods = map[string]bool{"Fatal": true, "Fatalf": true, "FailNow": true
 // testingTypes are the parameter types that make an identifier the test's handle.
 var testingTypes = map[string]bool{"*testing.T": true, "*testing.B": true, "*testing.F": true, "testing.TB": true}
 
-// StopsOffTestGoroutine parses every _test.go file under root and reports
-// each place where a goroutine's function literal (go func, or one passed
-// to a Go method: errgroup, sync.WaitGroup) may stop the test: a require
-// call, Fatal/FailNow/Skip on a test handle, or a test handle handed to any
-// function but assert's. Such a stop would end only the goroutine and leave
-// the test running (or hang it). A helper called through a struct field is
-// not seen; the rule only knows handles that are parameters.
+// StopsOffTestGoroutine parses every _test.go file under root, and every
+// other file that imports package testing (test support: testbed,
+// promotiontest), and reports each place where code that runs on another
+// goroutine than the test's may stop the test: a require call,
+// Fatal/FailNow/Skip on a test handle, or a test handle handed to any
+// function but assert's, inside a go statement's function literal, one
+// handed to a Go method (errgroup, sync.WaitGroup), to time.AfterFunc or to
+// a kfake cluster's Control or ControlKey, or an HTTP handler's literal
+// (the server calls it on a goroutine of its own); and a go statement that
+// hands a named function a test handle. Such a stop would end only that
+// goroutine and leave the test running (or hang it). A helper called
+// through a struct field is not seen; the rule only knows handles that are
+// parameters.
 func StopsOffTestGoroutine(root string) ([]string, error) {
 	var found []stop
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -37,13 +43,16 @@ func StopsOffTestGoroutine(root string) ([]string, error) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, "_test.go") {
+		if !strings.HasSuffix(path, ".go") {
 			return nil
 		}
 		fset := token.NewFileSet()
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 		if err != nil {
 			return err
+		}
+		if !strings.HasSuffix(path, "_test.go") && !importsTesting(f) {
+			return nil
 		}
 		rel, _ := filepath.Rel(root, path)
 		for _, decl := range f.Decls {
@@ -77,11 +86,24 @@ type stop struct {
 	what string
 }
 
+// importsTesting reports whether f imports package testing.
+func importsTesting(f *ast.File) bool {
+	for _, imp := range f.Imports {
+		if imp.Path.Value == `"testing"` {
+			return true
+		}
+	}
+	return false
+}
+
 // stopsInFunc reports the stops inside the goroutines fn starts.
 func stopsInFunc(fn *ast.FuncDecl) []stop {
 	handles := testHandles(fn)
 	var out []stop
 	ast.Inspect(fn.Body, func(n ast.Node) bool {
+		if g, ok := n.(*ast.GoStmt); ok {
+			out = append(out, handedToGo(g, handles)...)
+		}
 		for _, lit := range goroutineBodies(n) {
 			out = append(out, stopsIn(lit, handles)...)
 		}
@@ -90,7 +112,12 @@ func stopsInFunc(fn *ast.FuncDecl) []stop {
 	return out
 }
 
-// goroutineBodies are the function literals n runs on a new goroutine.
+// asyncCallers are the methods and functions that run the function literal
+// handed to them on another goroutine: errgroup's and sync.WaitGroup's Go,
+// time.AfterFunc, and a kfake cluster's Control and ControlKey.
+var asyncCallers = map[string]bool{"Go": true, "AfterFunc": true, "Control": true, "ControlKey": true}
+
+// goroutineBodies are the function literals n runs on another goroutine.
 func goroutineBodies(n ast.Node) []*ast.FuncLit {
 	switch n := n.(type) {
 	case *ast.GoStmt:
@@ -98,7 +125,7 @@ func goroutineBodies(n ast.Node) []*ast.FuncLit {
 			return []*ast.FuncLit{lit}
 		}
 	case *ast.CallExpr:
-		if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Go" {
+		if asyncCallers[funcName(n.Fun)] {
 			var lits []*ast.FuncLit
 			for _, arg := range n.Args {
 				if lit, ok := arg.(*ast.FuncLit); ok {
@@ -107,8 +134,50 @@ func goroutineBodies(n ast.Node) []*ast.FuncLit {
 			}
 			return lits
 		}
+	case *ast.FuncLit:
+		if isHTTPHandler(n) {
+			return []*ast.FuncLit{n}
+		}
 	}
 	return nil
+}
+
+// funcName is the name of the called function or method: Go of wg.Go,
+// AfterFunc of time.AfterFunc.
+func funcName(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.SelectorExpr:
+		return e.Sel.Name
+	case *ast.Ident:
+		return e.Name
+	}
+	return ""
+}
+
+// isHTTPHandler reports whether lit takes an http.ResponseWriter: a handler,
+// which the server calls on the connection's goroutine.
+func isHTTPHandler(lit *ast.FuncLit) bool {
+	for _, field := range lit.Type.Params.List {
+		if typeString(field.Type) == "http.ResponseWriter" {
+			return true
+		}
+	}
+	return false
+}
+
+// handedToGo reports the test handles a go statement hands a named
+// function, which then runs on the new goroutine.
+func handedToGo(g *ast.GoStmt, handles map[string]bool) []stop {
+	if _, ok := g.Call.Fun.(*ast.FuncLit); ok {
+		return nil // its body is goroutineBodies'
+	}
+	var out []stop
+	for _, arg := range g.Call.Args {
+		if id, ok := arg.(*ast.Ident); ok && handles[id.Name] {
+			out = append(out, stop{pos: g.Pos(), what: fmt.Sprintf("go %s hands the test's %s to a goroutine", callName(g.Call.Fun), id.Name)})
+		}
+	}
+	return out
 }
 
 // stopsIn finds the calls in lit that may stop the test.

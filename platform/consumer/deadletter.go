@@ -30,7 +30,7 @@ func (r *Runner[B]) deadLetter(ctx context.Context, rec Record, cause error, att
 	}
 	r.logger.ErrorContext(ctx, "record dead-lettered", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset,
 		"key", string(rec.Key), "attempts", attempts, "error", cause)
-	r.count(ctx, deadLettered, Event[B]{})
+	r.count(ctx, outcomeDeadLettered, Event[B]{})
 	return nil
 }
 

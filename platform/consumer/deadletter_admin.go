@@ -112,7 +112,7 @@ func (p replayer[B]) replay(ctx context.Context, tx *gorm.DB, rec Record) (strin
 	r := &Runner[B]{db: tx, cfg: Config{Name: p.group}, handler: p.handler, logger: p.logger}
 	e, err := r.decodeSafely(rec)
 	if errors.Is(err, ErrSkip) {
-		return "skipped", rec.Headers["message_id"], nil
+		return outcomeSkipped.String(), rec.Headers["message_id"], nil
 	}
 	if err != nil {
 		return "", "", fmt.Errorf("still cannot be decoded: %w", err)
@@ -121,11 +121,8 @@ func (p replayer[B]) replay(ctx context.Context, tx *gorm.DB, rec Record) (strin
 	if err != nil {
 		return "", "", fmt.Errorf("apply: %w", err)
 	}
-	return replayOutcomes[outs[0]], e.MessageID.String(), nil
+	return outs[0].String(), e.MessageID.String(), nil
 }
-
-// replayOutcomes name what apply made of a replayed event.
-var replayOutcomes = map[outcome]string{outcomeApplied: "applied", duplicate: "duplicate", stale: "stale"}
 
 // replayableDeadLetter holds for a row that kept the record's bytes: every
 // row but a minimal one.

@@ -19,7 +19,7 @@ func (r *Runner[B]) decode(ctx context.Context, rec Record) (e Event[B], ok bool
 	case errors.Is(err, ErrSkip):
 		r.logger.WarnContext(ctx, "record skipped", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset,
 			"error", err)
-		r.count(ctx, skipped, Event[B]{})
+		r.count(ctx, outcomeSkipped, Event[B]{})
 		return e, false, nil
 	}
 	return e, false, r.deadLetter(ctx, rec, err, 1)

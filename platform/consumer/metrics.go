@@ -8,16 +8,33 @@ import (
 	"github.com/pinmarket/pin/platform/observability"
 )
 
-// outcome is what became of one record.
+// outcome is what became of one record; each is counted by its own metric.
 type outcome int
 
 const (
-	outcomeApplied outcome = iota
-	duplicate
-	stale
-	deadLettered
-	skipped
+	outcomeApplied      outcome = iota // through the guard and the handler
+	outcomeDuplicate                   // its messageId was in the inbox already
+	outcomeStale                       // the version guard refused it
+	outcomeDeadLettered                // undecodable, or still failing after the retries
+	outcomeSkipped                     // the handler declined it (ErrSkip)
 )
+
+// String is the outcome as a replay reports it (ReplayedDeadLetter.Outcome).
+func (o outcome) String() string {
+	switch o {
+	case outcomeApplied:
+		return "applied"
+	case outcomeDuplicate:
+		return "duplicate"
+	case outcomeStale:
+		return "stale"
+	case outcomeDeadLettered:
+		return "dead-lettered"
+	case outcomeSkipped:
+		return "skipped"
+	}
+	return fmt.Sprintf("outcome(%d)", int(o))
+}
 
 // metrics are shared by every runner of one registry, labelled by consumer.
 type metrics struct {

@@ -281,12 +281,12 @@ func (r *Runner[B]) apply(ctx context.Context, events []Event[B]) ([]outcome, er
 		guarded := make([]Guarded[B], 0, len(events))
 		for i, e := range events {
 			if !fresh[e.MessageID.String()] {
-				outs[i] = duplicate
+				outs[i] = outcomeDuplicate
 				continue
 			}
 			delete(fresh, e.MessageID.String()) // a second delivery in this batch is a duplicate
 			if e.Version <= last[e.AggregateID] {
-				outs[i] = stale // the inbox entry stays: this message was seen
+				outs[i] = outcomeStale // the inbox entry stays: this message was seen
 				continue
 			}
 			guarded = append(guarded, Guarded[B]{Event: e, LastVersion: last[e.AggregateID]})
@@ -375,10 +375,10 @@ func (r *Runner[B]) count(ctx context.Context, out outcome, e Event[B]) {
 		if e.Origin != OriginSnapshot {
 			r.metrics.delay.WithLabelValues(name).Observe(r.cfg.Now().Sub(e.OccurredAt).Seconds())
 		}
-	case duplicate:
+	case outcomeDuplicate:
 		r.metrics.duplicates.WithLabelValues(name).Inc()
 		r.logger.DebugContext(ctx, "duplicate skipped", "message_id", e.MessageID)
-	case stale:
+	case outcomeStale:
 		r.metrics.stale.WithLabelValues(name).Inc()
 		// A snapshot at the version already applied is the expected case, one
 		// per purchase of a snapshot run: not worth a line at Info each.
@@ -388,9 +388,9 @@ func (r *Runner[B]) count(ctx context.Context, out outcome, e Event[B]) {
 		}
 		r.logger.Log(ctx, level, "stale event skipped", "message_id", e.MessageID, "aggregate_id", e.AggregateID,
 			"version", e.Version, "origin", e.Origin.String())
-	case deadLettered:
+	case outcomeDeadLettered:
 		r.metrics.deadLetters.WithLabelValues(name).Inc()
-	case skipped:
+	case outcomeSkipped:
 		r.metrics.skipped.WithLabelValues(name).Inc()
 	}
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pinmarket/pin/platform/kafka"
 )
 
 // startRoundSpan starts the span of a relay round that found rows, dated
@@ -32,4 +36,20 @@ func endSpan(span trace.Span, err error, msg string) {
 		span.SetStatus(codes.Error, msg)
 	}
 	span.End()
+}
+
+// startForwardSpan starts the span of one relayed message as a child of
+// the publication that stored it (its traceparent metadata).
+func startForwardSpan(msg *message.Message, tracer trace.Tracer, topic string) trace.Span {
+	ctx := propagation.TraceContext{}.Extract(msg.Context(),
+		propagation.MapCarrier{kafka.MetaTraceparent: msg.Metadata.Get(kafka.MetaTraceparent)})
+	_, span := tracer.Start(ctx, "outbox forward "+topic,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.destination.name", topic),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.message.id", msg.UUID),
+		))
+	return span
 }

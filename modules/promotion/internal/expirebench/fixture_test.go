@@ -233,8 +233,8 @@ func (f *fixture) requireExpiredOnce(tb testing.TB, want int) {
 	require.Zero(tb, strays, "messages keyed by another purchase than their payload's")
 }
 
-// instance is one expiry job as `pin serve` builds it (modules/promotion
-// newExpireJob): its own pool, outbox publisher, repository, metrics,
+// instance is one expiry cycle as `pin serve` builds it (modules/promotion
+// newExpiry): its own pool, outbox publisher, repository, metrics,
 // JSON logger and recording tracer provider. Logs go to io.Discard but are
 // still formatted; spans are recorded and dropped, as in production
 // without an exporter.
