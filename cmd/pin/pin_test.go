@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -44,18 +43,14 @@ var update = flag.Bool("update", false, "rewrite docs/ops/exported-metrics.txt f
 const exportedMetricsFile = "../../docs/ops/exported-metrics.txt"
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "pin-bin-")
+	bin, remove, err := testbed.BuildBinary(".", ".", "pin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	pinBin = filepath.Join(dir, "pin")
-	if out, err := exec.Command("go", "build", "-o", pinBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build pin: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	pinBin = bin
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 

@@ -18,11 +18,12 @@ import (
 // runs as written.
 const outboxRunbook = "../../docs/runbooks/outbox-backlog.md"
 
-// TestRunbookReplaysADeadLetter runs the runbook's "Remove the cause" and
-// "Replay" SQL, exactly as the runbook prints them, against a dead letter
-// the relay made: the event reaches Kafka with its original message id,
-// key and headers, and the dead letter is gone. The replay runs in a session
-// of another time zone, as an operator's psql may.
+// TestRunbookReplaysADeadLetter runs the runbook's "Remove the cause" SQL,
+// exactly as the runbook prints it, in a session of another time zone as an
+// operator's psql may be, against a dead letter the relay made, then
+// replays it as `pin outbox dead-letters replay` does: the event reaches
+// Kafka with its original message id, key and headers, and the dead letter
+// is gone.
 func TestRunbookReplaysADeadLetter(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -55,16 +56,12 @@ func TestRunbookReplaysADeadLetter(t *testing.T) {
 	defer conn.Close()
 	_, err = conn.ExecContext(b.ctx, `SET TimeZone = 'Asia/Tokyo'`)
 	require.NoError(t, err)
-	for _, section := range []string{"### 2. Remove the cause", "### 3. Replay"} {
-		script := strings.ReplaceAll(sqlAfter(t, string(runbook), section), "<id>", strconv.FormatInt(id, 10))
-		_, err := conn.ExecContext(b.ctx, script)
-		require.NoError(t, err, "%s:\n%s", section, script)
-	}
-	var skew float64
-	require.NoError(t, conn.QueryRowContext(b.ctx, `SELECT abs(EXTRACT(EPOCH FROM max(created_at) - now()))
-		FROM `+outbox.TableName(topic)).Scan(&skew))
-	require.Less(t, skew, 60.0, "the replayed row's created_at is right whatever the session's time zone")
+	script := strings.ReplaceAll(sqlAfter(t, string(runbook), "### 2. Remove the cause"), "<id>", strconv.FormatInt(id, 10))
+	_, err = conn.ExecContext(b.ctx, script)
+	require.NoError(t, err, script)
 	_, err = conn.ExecContext(b.ctx, `RESET TimeZone`)
+	require.NoError(t, err)
+	_, err = outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{id})
 	require.NoError(t, err)
 
 	replayed := c.until(t, 2)[1]

@@ -1,0 +1,28 @@
+package testbed
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// BuildBinary compiles the main package pkg (a directory or import path, as
+// `go build` takes it, resolved from dir) into a new temporary directory and
+// returns the binary's path and a function that removes that directory. It
+// is for a TestMain, which has no testing.TB: black-box tests build the
+// binary once per test process.
+func BuildBinary(dir, pkg, name string) (path string, remove func(), err error) {
+	tmp, err := os.MkdirTemp("", name+"-bin-")
+	if err != nil {
+		return "", nil, fmt.Errorf("testbed: build %s: %w", pkg, err)
+	}
+	path = filepath.Join(tmp, name)
+	cmd := exec.Command("go", "build", "-o", path, pkg)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		_ = os.RemoveAll(tmp)
+		return "", nil, fmt.Errorf("testbed: go build %s: %w\n%s", pkg, err, out)
+	}
+	return path, func() { _ = os.RemoveAll(tmp) }, nil
+}
