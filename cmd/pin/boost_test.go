@@ -147,15 +147,7 @@ func TestBoostProjectionSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
 	brokers := testbed.NewKafka(t, contract.Topic)
-	env := func(projection string) []string {
-		return []string{
-			"PIN_DATABASE_URL=" + db.URL,
-			"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
-			"PIN_KAFKA_BROKERS=" + brokers[0],
-			"PIN_AUTH_JWT_SECRET=" + jwtSecret,
-			"PIN_BOOST_PROJECTION=" + projection,
-		}
-	}
+	env := func(projection string) []string { return serveEnv(t, db, brokers, "PIN_BOOST_PROJECTION="+projection) }
 	api := startServer(t, env("off"), "serve")
 	consumer := startServer(t, env("on"), "serve")
 	tok := token(t, uuid.New())

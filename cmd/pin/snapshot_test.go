@@ -71,13 +71,7 @@ func TestPromotionSnapshotRepublishesATenantsActivePurchases(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
 	env := []string{"PIN_DATABASE_URL=" + db.URL}
-	kafkaAddr := testbed.FreeAddr(t)
-	s := startServer(t, []string{
-		"PIN_DATABASE_URL=" + db.URL,
-		"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
-		"PIN_DEV_KAFKA_ADDR=" + kafkaAddr,
-		"PIN_AUTH_JWT_SECRET=" + jwtSecret,
-	}, "dev")
+	s, kafkaAddr := startDevWithBroker(t, db)
 	tenant := uuid.New()
 	tok := token(t, tenant)
 	pkg := s.packageID(t, tok, "project-boost-week")
@@ -219,17 +213,8 @@ func TestBoostProjectionRebuiltFromASnapshotAlone(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
 	brokers := testbed.NewKafka(t, contract.Topic)
-	serveEnv := func(projection string) []string {
-		return []string{
-			"PIN_DATABASE_URL=" + db.URL,
-			"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
-			"PIN_KAFKA_BROKERS=" + brokers[0],
-			"PIN_AUTH_JWT_SECRET=" + jwtSecret,
-			"PIN_BOOST_PROJECTION=" + projection,
-		}
-	}
-	api := startServer(t, serveEnv("off"), "serve")
-	consumer := startServer(t, serveEnv("on"), "serve")
+	api := startServer(t, serveEnv(t, db, brokers, "PIN_BOOST_PROJECTION=off"), "serve")
+	consumer := startServer(t, serveEnv(t, db, brokers, "PIN_BOOST_PROJECTION=on"), "serve")
 	tok := token(t, uuid.New())
 	code, pkg := api.do(t, http.MethodPost, "/api/admin/v1/promotion-packages", token(t, uuid.New(), "admin"), map[string]any{
 		"code": "rebuild-test", "name": "rebuild test", "kind": "ProjectBoost", "durationDays": 7, "boostWeight": 4,
@@ -299,7 +284,7 @@ func TestBoostProjectionRebuiltFromASnapshotAlone(t *testing.T) {
 	active := countRows(t, db, `SELECT count(*) FROM promotion.promotion_purchases WHERE status = 'Active'`)
 	require.Equal(t, active, snap.Events)
 
-	startServer(t, serveEnv("on"), "serve")
+	startServer(t, serveEnv(t, db, brokers, "PIN_BOOST_PROJECTION=on"), "serve")
 	testbed.Eventually(t, func() error {
 		if got := queryStrings(t, db, boostProjected); fmt.Sprint(got) != fmt.Sprint(want) {
 			return fmt.Errorf("rebuilt projection\n%v\ndiffers from the database\n%v", got, want)
