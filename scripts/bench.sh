@@ -20,6 +20,8 @@
 #   PIN_BENCH_API_ROUNDS         interleaved API/pgbench rounds (default 4)
 #   PIN_BENCH_SUSTAINED_STEPS    offered loads of the outbox relay (default 2000,4000,6000,8000,10000)
 #   PIN_BENCH_INSERT_ITERATIONS  expiry-batch outbox inserts per row layout (default 30)
+#   PIN_BENCH_SNAPSHOT_PURCHASES Active purchases of the snapshot under load (default 10000)
+#   PIN_BENCH_SNAPSHOT_RATE      the snapshot's --rate (default 500)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -135,6 +137,7 @@ step outbox-insert -bench 'BenchmarkOutboxInsert$' -benchtime "${PIN_BENCH_INSER
 PIN_BENCH_PIN_BINARY=$root/$out/bin/pin step api -bench 'BenchmarkAPI$' -benchtime 1x -v ./cmd/pinload/
 step boost-consumer -bench 'BenchmarkBoostConsumer$' -benchtime 1x -v ./modules/boost/
 PIN_BENCH_PIN_BINARY=$root/$out/bin/pin step boost-e2e -bench 'BenchmarkBoostEndToEnd$' -benchtime 1x -v ./cmd/pinload/
+PIN_BENCH_PIN_BINARY=$root/$out/bin/pin step snapshot-under-load -bench 'BenchmarkSnapshotUnderLoad$' -benchtime 1x -v ./cmd/pinload/
 if [ "${PIN_BENCH_PROFILE:-}" = 1 ]; then
   # shellcheck disable=SC2046
   step api-inprocess -bench 'BenchmarkAPIInProcess$' -benchtime 1x $(profile api-inprocess) ./cmd/pinload/
@@ -220,6 +223,12 @@ row "  same-run bound: 1 commit/event, 3 workers" "$(metric boost-consumer Bench
 row "  consumer / bound" "$(metric boost-consumer BenchmarkBoostConsumer events/bound)" ">=" 0 "x" boost-consumer
 row "API commit->boost projection p50 @200/s" "$(metric boost-e2e BenchmarkBoostEndToEnd p50-ms)" ">=" 0 "ms" boost-e2e
 row "API commit->boost projection p99 @200/s" "$(metric boost-e2e BenchmarkBoostEndToEnd p99-ms)" "<" 60000 "ms" boost-e2e
+b=BenchmarkSnapshotUnderLoad
+row "API p99 @50/s without a snapshot" "$(metric snapshot-under-load $b api-p99-ms)" ">=" 0 "ms" snapshot-under-load
+row "API p99 @50/s during snapshot --rate 500" "$(metric snapshot-under-load $b snapshot-api-p99-ms)" ">=" 0 "ms" snapshot-under-load
+row "  with / without" "$(metric snapshot-under-load $b api-p99-ratio)" "<=" 1.5 "x" snapshot-under-load
+row "  snapshot of 10k Active purchases" "$(metric snapshot-under-load $b snapshot-s)" ">=" 0 "s" snapshot-under-load
+row "  expiry: longest gap between cycles (interval 60 s)" "$(metric snapshot-under-load $b expire-gap-s)" "<=" 66 "s" snapshot-under-load
 echo
 echo "load average during each step (mean, max): $(tr '\n' ';' <"$out/step-load.txt")"
 echo "raw output: $out/ (benchstat-compatible: benchstat $out/expire-batch.txt)"

@@ -147,15 +147,7 @@ func TestBoostProjectionSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
 	brokers := testbed.NewKafka(t, contract.Topic)
-	env := func(projection string) []string {
-		return []string{
-			"PIN_DATABASE_URL=" + db.URL,
-			"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
-			"PIN_KAFKA_BROKERS=" + brokers[0],
-			"PIN_AUTH_JWT_SECRET=" + jwtSecret,
-			"PIN_BOOST_PROJECTION=" + projection,
-		}
-	}
+	env := func(projection string) []string { return serveEnv(t, db, brokers, "PIN_BOOST_PROJECTION="+projection) }
 	api := startServer(t, env("off"), "serve")
 	consumer := startServer(t, env("on"), "serve")
 	tok := token(t, uuid.New())
@@ -209,16 +201,9 @@ func TestBoostProjectionSurvivesSIGKILL(t *testing.T) {
 	require.NoError(t, traffic)
 
 	startServer(t, env("on"), "serve")
-	const fromDB = `
-		SELECT t.target_kind || ' ' || t.target_id || ' ' || sum(p.boost_weight) || ' ' || count(*)
-		FROM promotion.promotion_purchases p JOIN promotion.promotion_purchase_targets t ON t.purchase_id = p.id
-		WHERE p.status = 'Active' GROUP BY t.target_kind, t.target_id ORDER BY 1`
-	const projected = `
-		SELECT target_kind || ' ' || target_id || ' ' || boost_weight || ' ' || active_purchases
-		FROM boost.target_boosts ORDER BY 1`
 	var want, got []string
 	testbed.Eventually(t, func() error {
-		want, got = queryStrings(t, db, fromDB), queryStrings(t, db, projected)
+		want, got = queryStrings(t, db, boostFromPurchases), queryStrings(t, db, boostProjected)
 		if fmt.Sprint(want) != fmt.Sprint(got) || !appliedEverything(t, db) {
 			return fmt.Errorf("projection\n%v\ndiffers from the database\n%v", got, want)
 		}
@@ -243,9 +228,9 @@ func appliedEverything(t *testing.T, db *testbed.Database) bool {
 	return behind == 0
 }
 
-func queryStrings(t *testing.T, db *testbed.Database, query string) []string {
+func queryStrings(t *testing.T, db *testbed.Database, query string, args ...any) []string {
 	t.Helper()
-	rows, err := db.SQL.Query(query)
+	rows, err := db.SQL.Query(query, args...)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []string

@@ -336,13 +336,7 @@ func token(t *testing.T, tenant uuid.UUID, roles ...string) string {
 func TestDevFromPurchaseToKafkaAndBack(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
-	kafkaAddr := testbed.FreeAddr(t)
-	s := startServer(t, []string{
-		"PIN_DATABASE_URL=" + db.URL,
-		"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
-		"PIN_DEV_KAFKA_ADDR=" + kafkaAddr,
-		"PIN_AUTH_JWT_SECRET=" + jwtSecret,
-	}, "dev")
+	s, kafkaAddr := startDevWithBroker(t, db)
 
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		resp, err := http.Get(s.base + path)

@@ -17,6 +17,7 @@ var promotionCommand = commandGroup("promotion", map[string]subcommand{
 		"list":    listPoison,
 		"release": releasePoison,
 	}),
+	"snapshot": snapshotPurchases,
 })
 
 // listPoison prints the purchases the expiry job remembers as poison, one

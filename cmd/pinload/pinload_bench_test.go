@@ -218,6 +218,9 @@ type server struct {
 	pid     int
 	baseURL string
 	authn   *auth.Authenticator
+	// bin is the pin binary it runs, for the commands a benchmark runs
+	// beside it.
+	bin string
 }
 
 func (s *server) issue(tb testing.TB, p auth.Principal) string {
@@ -279,7 +282,7 @@ func startServer(tb testing.TB, databaseURL string, brokers []string, env ...str
 	if err := waitReady(context.Background(), baseURL, 30*time.Second); err != nil {
 		tb.Fatalf("%v\n%s", err, logs.String())
 	}
-	return &server{pid: cmd.Process.Pid, baseURL: baseURL, authn: authn}
+	return &server{pid: cmd.Process.Pid, baseURL: baseURL, authn: authn, bin: bin}
 }
 
 // tailBuffer keeps the last max bytes written to it.

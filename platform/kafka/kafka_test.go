@@ -86,6 +86,14 @@ func TestMarshalerLaysOutTheRecord(t *testing.T) {
 	rec, err = kafka.Marshaler{}.Marshal("topic-a", msg)
 	require.NoError(t, err)
 	require.Len(t, rec.Headers, 4)
+
+	// A snapshot's record says so; a transition's carries no such header.
+	msg.Metadata.Set(kafka.MetaEventOrigin, "snapshot")
+	rec, err = kafka.Marshaler{}.Marshal("topic-a", msg)
+	require.NoError(t, err)
+	require.Len(t, rec.Headers, 5)
+	require.Equal(t, kafka.HeaderEventOrigin, string(rec.Headers[4].Key))
+	require.Equal(t, "snapshot", string(rec.Headers[4].Value))
 }
 
 func TestMarshalerRefusesMessageWithoutKey(t *testing.T) {

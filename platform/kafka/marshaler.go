@@ -16,17 +16,22 @@ const (
 	MetaContractVersion = "contract_version"
 	MetaCorrelationID   = "correlation_id"
 	MetaTraceparent     = "traceparent"
+	// MetaEventOrigin says why a message was written when that was not a
+	// transition: "snapshot" for `pin promotion snapshot`. Absent means a
+	// transition.
+	MetaEventOrigin = "event_origin"
 )
 
 // Record header names. These and nothing else go on the wire
 // (docs/contracts: message_id, event_type, contract_version, correlation_id,
-// traceparent when a trace is active).
+// traceparent when a trace is active, event_origin on a snapshot's record).
 const (
 	HeaderMessageID       = "message_id"
 	HeaderEventType       = "event_type"
 	HeaderContractVersion = "contract_version"
 	HeaderCorrelationID   = "correlation_id"
 	HeaderTraceparent     = "traceparent"
+	HeaderEventOrigin     = "event_origin"
 )
 
 // ErrNoPartitionKey is returned for a message without the partition_key
@@ -40,7 +45,7 @@ var ErrNoMessageID = errors.New("kafka: message has no id")
 // Marshaler lays an outbox message out as a Kafka record: key = the
 // partition_key metadata, value = the payload untouched, headers =
 // message_id (the message UUID) and the event_type, contract_version,
-// correlation_id and traceparent metadata. Other metadata stays behind;
+// correlation_id, traceparent and event_origin metadata. Other metadata stays behind;
 // empty values are left out (traceparent is absent without a trace).
 type Marshaler struct{}
 
@@ -53,13 +58,14 @@ func (Marshaler) Marshal(topic string, msg *message.Message) (*sarama.ProducerMe
 	if key == "" {
 		return nil, fmt.Errorf("message %s: %w", msg.UUID, ErrNoPartitionKey)
 	}
-	headers := make([]sarama.RecordHeader, 0, 5)
+	headers := make([]sarama.RecordHeader, 0, 6)
 	headers = append(headers, sarama.RecordHeader{Key: []byte(HeaderMessageID), Value: []byte(msg.UUID)})
 	for _, h := range []struct{ meta, header string }{
 		{MetaEventType, HeaderEventType},
 		{MetaContractVersion, HeaderContractVersion},
 		{MetaCorrelationID, HeaderCorrelationID},
 		{MetaTraceparent, HeaderTraceparent},
+		{MetaEventOrigin, HeaderEventOrigin},
 	} {
 		if v := msg.Metadata.Get(h.meta); v != "" {
 			headers = append(headers, sarama.RecordHeader{Key: []byte(h.header), Value: []byte(v)})

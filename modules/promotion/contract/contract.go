@@ -49,6 +49,15 @@ const (
 	HeaderEventOrigin = "event_origin"
 )
 
+// The values of HeaderEventOrigin.
+const (
+	// EventOriginSnapshot marks a record of `pin promotion snapshot`.
+	EventOriginSnapshot = "snapshot"
+	// EventOriginTransition marks a status transition's record; producers
+	// leave the header out instead, which means the same.
+	EventOriginTransition = "transition"
+)
+
 // The only currency a price may be in (ADR-0048).
 const (
 	// CurrencyIDRUB is the handbook id of the Russian rouble, the only

@@ -51,6 +51,7 @@ func TestQueriesListPurchaseColumns(t *testing.T) {
 	}{
 		"expire_select_batch": {selectBatchQuery, []string{"", "p.", "k."}},
 		"purchase_insert":     {insertPurchaseCTEs, []string{""}},
+		"snapshot_select":     {snapshotSelectBatchQuery, []string{"p."}},
 	} {
 		flat := strings.Join(strings.Fields(q.query), " ")
 		for _, prefix := range q.prefixes {

@@ -1,0 +1,191 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+)
+
+// keysetStore serves a snapshot from a sorted list of purchase ids, as the
+// database's keyset order would. It stands in for the database only in
+// these tests of the run's own logic (pacing, stop, resume); the adapters'
+// tests run batches against PostgreSQL.
+type keysetStore struct {
+	ids     []uuid.UUID
+	poison  map[uuid.UUID]bool
+	batches []app.SnapshotBatch
+	starts  []time.Duration // when each batch started, since the run began
+	began   time.Time
+	// during runs inside a batch, with its number and context.
+	during func(n int, ctx context.Context)
+}
+
+func newKeysetStore(n int) *keysetStore {
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		ids[i] = uuid.New()
+	}
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	return &keysetStore{ids: ids, poison: map[uuid.UUID]bool{}, began: time.Now()}
+}
+
+func (s *keysetStore) SnapshotBatch(ctx context.Context, b app.SnapshotBatch) (app.SnapshotBatchResult, error) {
+	s.batches = append(s.batches, b)
+	s.starts = append(s.starts, time.Since(s.began))
+	if s.during != nil {
+		s.during(len(s.batches), ctx)
+	}
+	var res app.SnapshotBatchResult
+	for _, id := range s.ids {
+		if bytes.Compare(id[:], b.After[:]) <= 0 {
+			continue
+		}
+		if res.Read == b.Limit {
+			break
+		}
+		res.Read++
+		res.Last = id
+		if s.poison[id] {
+			res.Failed = append(res.Failed, app.FailedSnapshot{PurchaseID: id, Err: errors.New("purchase has no targets")})
+			continue
+		}
+		res.Events++
+	}
+	return res, nil
+}
+
+// observed records what a run reported.
+type observed struct {
+	progress []app.SnapshotProgress
+	failed   []uuid.UUID
+}
+
+func (o *observed) Progress(p app.SnapshotProgress) { o.progress = append(o.progress, p) }
+func (o *observed) Failed(f app.FailedSnapshot)     { o.failed = append(o.failed, f.PurchaseID) }
+
+func TestSnapshotPacesBatchesToTheRate(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newKeysetStore(1000)
+		obs := &observed{}
+		res, err := app.NewSnapshotHandler(store, nil).Handle(context.Background(),
+			app.SnapshotCommand{Rate: 500, BatchSize: 100}, obs)
+		require.NoError(t, err)
+		require.True(t, res.Complete)
+		require.Equal(t, 1000, res.Events)
+		require.Equal(t, store.ids[999], res.After)
+		// Ten full batches of 100, 200 ms apart at 500/s, then the short one
+		// that finds the end.
+		require.Len(t, store.starts, 11)
+		for i, start := range store.starts {
+			require.Equal(t, time.Duration(i)*200*time.Millisecond, start, "batch %d", i)
+		}
+		require.Len(t, obs.progress, 1, "a progress line about once a second")
+		require.Equal(t, 600, obs.progress[0].Events)
+		require.Equal(t, store.ids[599], obs.progress[0].After)
+		require.Equal(t, store.batches[0].SnapshotID, res.SnapshotID)
+		for _, b := range store.batches {
+			require.Equal(t, res.SnapshotID, b.SnapshotID, "one id for the whole run")
+		}
+	})
+}
+
+func TestSnapshotBatchNeverHoldsMoreThanASecondOfTheRate(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newKeysetStore(25)
+		res, err := app.NewSnapshotHandler(store, nil).Handle(context.Background(),
+			app.SnapshotCommand{Rate: 10, BatchSize: 100}, &observed{})
+		require.NoError(t, err)
+		require.Equal(t, 25, res.Events)
+		require.Len(t, store.batches, 3)
+		for _, b := range store.batches {
+			require.Equal(t, 10, b.Limit)
+		}
+		require.Equal(t, []time.Duration{0, time.Second, 2 * time.Second}, store.starts)
+	})
+}
+
+// TestSnapshotStopsAfterTheBatchInFlight cancels the run while its third
+// batch runs: that batch runs on, uncancelled, to its end; no fourth starts,
+// and the result says where to resume.
+func TestSnapshotStopsAfterTheBatchInFlight(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newKeysetStore(1000)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var inFlight error
+		store.during = func(n int, batchCtx context.Context) {
+			if n == 3 {
+				cancel()
+				inFlight = batchCtx.Err()
+			}
+		}
+		res, err := app.NewSnapshotHandler(store, nil).Handle(ctx, app.SnapshotCommand{Rate: 1000, BatchSize: 100}, &observed{})
+		require.ErrorIs(t, err, app.ErrSnapshotStopped)
+		require.NoError(t, inFlight, "the batch in flight is not cancelled")
+		require.Len(t, store.batches, 3)
+		require.False(t, res.Complete)
+		require.Equal(t, 300, res.Events)
+		require.Equal(t, store.ids[299], res.After)
+	})
+}
+
+// TestSnapshotResumesAfterThePurchaseGiven runs a stopped run's remainder:
+// the same id, from after the last purchase done, every purchase after it
+// once.
+func TestSnapshotResumesAfterThePurchaseGiven(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newKeysetStore(1000)
+		id := uuid.New()
+		res, err := app.NewSnapshotHandler(store, nil).Handle(context.Background(),
+			app.SnapshotCommand{SnapshotID: id, After: store.ids[449], Rate: 1000, BatchSize: 100}, &observed{})
+		require.NoError(t, err)
+		require.Equal(t, id, res.SnapshotID)
+		require.Equal(t, 550, res.Events)
+		require.Equal(t, store.ids[449], store.batches[0].After)
+		require.Equal(t, store.ids[549], store.batches[1].After)
+	})
+}
+
+func TestSnapshotCountsAndReportsPurchasesLeftOut(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newKeysetStore(250)
+		store.poison[store.ids[3]], store.poison[store.ids[180]] = true, true
+		obs := &observed{}
+		res, err := app.NewSnapshotHandler(store, nil).Handle(context.Background(), app.SnapshotCommand{Rate: 1000, BatchSize: 100}, obs)
+		require.NoError(t, err)
+		require.Equal(t, 248, res.Events)
+		require.Equal(t, 2, res.Failed)
+		require.Equal(t, []uuid.UUID{store.ids[3], store.ids[180]}, obs.failed)
+		require.True(t, res.Complete)
+	})
+}
+
+func TestSnapshotRefusesBadOptionsBeforeAnyBatch(t *testing.T) {
+	t.Parallel()
+	for name, cmd := range map[string]app.SnapshotCommand{
+		"rate 0":              {Rate: 0, BatchSize: 100},
+		"negative rate":       {Rate: -5, BatchSize: 100},
+		"batch size 0":        {Rate: 10, BatchSize: 0},
+		"batch size too big":  {Rate: 10, BatchSize: app.MaxSnapshotBatchSize + 1},
+		"unknown target kind": {Rate: 10, BatchSize: 100, Filter: app.SnapshotFilter{TargetKind: "Billboard"}},
+	} {
+		store := newKeysetStore(3)
+		_, err := app.NewSnapshotHandler(store, nil).Handle(context.Background(), cmd, &observed{})
+		require.ErrorIs(t, err, app.ErrInvalidSnapshot, name)
+		require.Empty(t, store.batches, "%s: nothing read, nothing written", name)
+	}
+}

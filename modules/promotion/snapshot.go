@@ -1,0 +1,101 @@
+package promotion
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/platform/outbox"
+)
+
+// SnapshotOptions are what `pin promotion snapshot` asks for: which
+// purchases (by default every Active one), how fast, and where to resume.
+type SnapshotOptions struct {
+	// SnapshotID is the run's id, the correlation_id of its events;
+	// uuid.Nil makes a new one. A resumed run passes the id it resumes.
+	SnapshotID uuid.UUID
+	// TenantID restricts the run to one tenant; uuid.Nil for all.
+	TenantID uuid.UUID
+	// PurchaseIDs restricts it to these purchases; none for all.
+	PurchaseIDs []uuid.UUID
+	// TargetKind restricts it to purchases with a target of this kind
+	// (Project, PropertyObject, Post); empty for any.
+	TargetKind string
+	// IncludeEnded takes purchases of every status, not only Active ones.
+	IncludeEnded bool
+	// After resumes a stopped run after this purchase id.
+	After uuid.UUID
+	// Rate is the events per second at most (DefaultSnapshotRate).
+	Rate int
+	// BatchSize is the purchases of one transaction at most
+	// (DefaultSnapshotBatchSize).
+	BatchSize int
+}
+
+// The snapshot's defaults and bound (docs/runbooks/consumer-current-state.md).
+const (
+	DefaultSnapshotRate      = app.DefaultSnapshotRate
+	DefaultSnapshotBatchSize = app.DefaultSnapshotBatchSize
+	MaxSnapshotBatchSize     = app.MaxSnapshotBatchSize
+)
+
+// SnapshotResult is where a snapshot run stands: its id, the events it
+// wrote, the purchases it left out, the last purchase done and whether it
+// reached the end. It marshals to the JSON line the command prints.
+type SnapshotResult = app.SnapshotProgress
+
+// SnapshotObserver is told of a run's progress and of each purchase it
+// leaves out.
+type SnapshotObserver = app.SnapshotObserver
+
+// FailedSnapshot is a purchase a snapshot wrote no event for.
+type FailedSnapshot = app.FailedSnapshot
+
+// ErrInvalidSnapshot is wrapped by Check's error, and Snapshot's for the
+// same options: nothing is written.
+var ErrInvalidSnapshot = app.ErrInvalidSnapshot
+
+// ErrSnapshotStopped is wrapped by Snapshot's error when ctx was cancelled
+// before the end: every batch started committed; resume after the result's
+// After with its SnapshotID.
+var ErrSnapshotStopped = app.ErrSnapshotStopped
+
+// command is the use case's command for o.
+func (o SnapshotOptions) command() app.SnapshotCommand {
+	return app.SnapshotCommand{
+		SnapshotID: o.SnapshotID,
+		Filter: app.SnapshotFilter{
+			TenantID: o.TenantID, PurchaseIDs: o.PurchaseIDs,
+			TargetKind: domain.TargetKind(o.TargetKind), IncludeEnded: o.IncludeEnded,
+		},
+		After: o.After, Rate: o.Rate, BatchSize: o.BatchSize,
+	}
+}
+
+// Check reports options Snapshot would refuse (an error wrapping
+// ErrInvalidSnapshot), before a database is opened.
+func (o SnapshotOptions) Check() error { return o.command().Validate() }
+
+// Snapshot republishes the current state of the purchases o selects: one
+// purchase-changed event each, through the outbox, with its stored state
+// and version, a new messageId, event_origin "snapshot" and the run's id as
+// correlation_id (docs/runbooks/consumer-current-state.md). It needs no
+// Module: an operator's command has only the database.
+func Snapshot(ctx context.Context, db *sql.DB, o SnapshotOptions, obs SnapshotObserver) (SnapshotResult, error) {
+	publisher, err := outbox.NewPublisher(noop.NewTracerProvider())
+	if err != nil {
+		return SnapshotResult{}, fmt.Errorf("promotion: snapshot: %w", err)
+	}
+	store, err := adapters.NewSnapshotRepository(db, publisher, publications()...)
+	if err != nil {
+		return SnapshotResult{}, fmt.Errorf("promotion: snapshot: %w", err)
+	}
+	return app.NewSnapshotHandler(store, time.Now).Handle(ctx, o.command(), obs)
+}
