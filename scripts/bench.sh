@@ -22,6 +22,7 @@
 #   PIN_BENCH_INSERT_ITERATIONS  expiry-batch outbox inserts per row layout (default 30)
 #   PIN_BENCH_SNAPSHOT_PURCHASES Active purchases of the snapshot under load (default 10000)
 #   PIN_BENCH_SNAPSHOT_RATE      the snapshot's --rate (default 500)
+#   PIN_BENCH_SNAPSHOT_BATCH_SIZE the snapshot's --batch-size (default: the command's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

@@ -28,6 +28,9 @@ const (
 	snapshotPurchasesEnv = "PIN_BENCH_SNAPSHOT_PURCHASES"
 	// snapshotRateEnv overrides the snapshot's --rate (default 500).
 	snapshotRateEnv = "PIN_BENCH_SNAPSHOT_RATE"
+	// snapshotBatchEnv overrides the snapshot's --batch-size (default: the
+	// command's own).
+	snapshotBatchEnv = "PIN_BENCH_SNAPSHOT_BATCH_SIZE"
 )
 
 // snapshotAPIRate is the purchases per second the API takes while it is
@@ -104,7 +107,11 @@ func benchSnapshotUnderLoad(b *testing.B) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		cmd := exec.Command(srv.bin, "promotion", "snapshot", "--rate", strconv.Itoa(rate))
+		args := []string{"promotion", "snapshot", "--rate", strconv.Itoa(rate)}
+		if os.Getenv(snapshotBatchEnv) != "" {
+			args = append(args, "--batch-size", strconv.Itoa(envInt(b, snapshotBatchEnv, 0)))
+		}
+		cmd := exec.Command(srv.bin, args...)
 		cmd.Env = append(os.Environ(), "PIN_DATABASE_URL="+db.URL)
 		var out, errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut
