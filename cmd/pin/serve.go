@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel"
 
-	"github.com/pinmarket/pin/modules/boost"
 	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/config"
@@ -140,52 +139,6 @@ func (s *server) build(ctx context.Context) error {
 	if cfg.BoostProjection == "on" {
 		return s.addBoostProjection()
 	}
-	return nil
-}
-
-// addOutboxRunners adds the outbox relay and retention of the topics the
-// modules declared; the relay also exports the outbox metrics.
-func (s *server) addOutboxRunners() error {
-	topics := s.host.OutboxTopics()
-	if len(topics) == 0 {
-		return nil
-	}
-	relay, err := outbox.NewRelay(s.sqlDB, outbox.RelayConfig{
-		Brokers:      s.cfg.KafkaBrokers,
-		Topics:       topics,
-		PollInterval: s.cfg.OutboxPollInterval,
-		Sarama:       kafka.NewProducerConfig("pin-outbox-relay", kafkaSecurity(s.cfg)),
-	}, s.logger, s.reg, s.tp)
-	if err != nil {
-		return err
-	}
-	s.host.AddRunner(relay)
-	cleaner, err := outbox.NewRetentionCleaner(s.sqlDB, outbox.RetentionConfig{
-		Topics:    topics,
-		Retention: s.cfg.OutboxRetention,
-	}, s.logger)
-	if err != nil {
-		return err
-	}
-	s.host.AddRunner(cleaner)
-	return nil
-}
-
-// addBoostProjection adds the reference consumer of the module's event.
-func (s *server) addBoostProjection() error {
-	projection, err := boost.New(boost.Deps{
-		DB:           s.db,
-		APIDB:        s.apiDB,
-		Authenticate: s.authn.Middleware(),
-		Brokers:      s.cfg.KafkaBrokers,
-		Sarama:       kafka.NewConsumerConfig("pin-"+boost.Name, kafkaSecurity(s.cfg)),
-		Logger:       s.logger,
-		Registerer:   s.reg,
-	})
-	if err != nil {
-		return err
-	}
-	s.host.AddModule(projection)
 	return nil
 }
 

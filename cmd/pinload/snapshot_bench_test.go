@@ -106,11 +106,11 @@ func benchSnapshotUnderLoad(b *testing.B) {
 		took           time.Duration
 	}
 	done := make(chan outcome, 1)
+	args := []string{"promotion", "snapshot", "--rate", strconv.Itoa(rate)}
+	if os.Getenv(snapshotBatchEnv) != "" {
+		args = append(args, "--batch-size", strconv.Itoa(envInt(b, snapshotBatchEnv, 0)))
+	}
 	go func() {
-		args := []string{"promotion", "snapshot", "--rate", strconv.Itoa(rate)}
-		if os.Getenv(snapshotBatchEnv) != "" {
-			args = append(args, "--batch-size", strconv.Itoa(envInt(b, snapshotBatchEnv, 0)))
-		}
 		cmd := exec.Command(srv.bin, args...)
 		cmd.Env = append(os.Environ(), "PIN_DATABASE_URL="+db.URL)
 		var out, errOut bytes.Buffer

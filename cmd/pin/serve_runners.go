@@ -1,0 +1,56 @@
+package main
+
+import (
+	"github.com/pinmarket/pin/modules/boost"
+	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/outbox"
+)
+
+// The background work build puts on the host beside the modules' own
+// runners: the outbox's relay and retention, and the boost projection.
+
+// addOutboxRunners adds the outbox relay and retention of the topics the
+// modules declared; the relay also exports the outbox metrics.
+func (s *server) addOutboxRunners() error {
+	topics := s.host.OutboxTopics()
+	if len(topics) == 0 {
+		return nil
+	}
+	relay, err := outbox.NewRelay(s.sqlDB, outbox.RelayConfig{
+		Brokers:      s.cfg.KafkaBrokers,
+		Topics:       topics,
+		PollInterval: s.cfg.OutboxPollInterval,
+		Sarama:       kafka.NewProducerConfig("pin-outbox-relay", kafkaSecurity(s.cfg)),
+	}, s.logger, s.reg, s.tp)
+	if err != nil {
+		return err
+	}
+	s.host.AddRunner(relay)
+	cleaner, err := outbox.NewRetentionCleaner(s.sqlDB, outbox.RetentionConfig{
+		Topics:    topics,
+		Retention: s.cfg.OutboxRetention,
+	}, s.logger)
+	if err != nil {
+		return err
+	}
+	s.host.AddRunner(cleaner)
+	return nil
+}
+
+// addBoostProjection adds the reference consumer of the module's event.
+func (s *server) addBoostProjection() error {
+	projection, err := boost.New(boost.Deps{
+		DB:           s.db,
+		APIDB:        s.apiDB,
+		Authenticate: s.authn.Middleware(),
+		Brokers:      s.cfg.KafkaBrokers,
+		Sarama:       kafka.NewConsumerConfig("pin-"+boost.Name, kafkaSecurity(s.cfg)),
+		Logger:       s.logger,
+		Registerer:   s.reg,
+	})
+	if err != nil {
+		return err
+	}
+	s.host.AddModule(projection)
+	return nil
+}
