@@ -97,66 +97,65 @@ func ReplayAllDeadLetters(ctx context.Context, db *sql.DB, topic string) ([]Repl
 // FOR UPDATE makes a concurrent replay of the same rows wait, then find them
 // gone: a dead letter is replayed once. check may refuse what was found.
 func replay(ctx context.Context, db *sql.DB, where string, arg any, check func([]DeadLetter) error) ([]ReplayedDeadLetter, error) {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: replay dead letters: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }() // after a commit, a no-op
+	var out []ReplayedDeadLetter
+	err := postgres.InSQLTx(ctx, db, "outbox: replay dead letters", func(tx *sql.Tx) error {
 
-	rows, err := tx.QueryContext(ctx, `SELECT `+deadLetterColumns+`, `+replayable+`
-		FROM `+DeadLetterTable+` WHERE `+where+` ORDER BY id FOR UPDATE`, arg)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: replay dead letters: %w", err)
-	}
-	var found []DeadLetter
-	var unreplayable []string
-	for rows.Next() {
-		var ok bool
-		d, err := scanDeadLetter(rows, &ok)
+		rows, err := tx.QueryContext(ctx, `SELECT `+deadLetterColumns+`, `+replayable+`
+			FROM `+DeadLetterTable+` WHERE `+where+` ORDER BY id FOR UPDATE`, arg)
 		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("outbox: replay dead letters: %w", err)
+			return fmt.Errorf("outbox: replay dead letters: %w", err)
 		}
-		if !ok {
-			unreplayable = append(unreplayable, fmt.Sprint(d.ID))
+		var found []DeadLetter
+		var unreplayable []string
+		for rows.Next() {
+			var ok bool
+			d, err := scanDeadLetter(rows, &ok)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("outbox: replay dead letters: %w", err)
+			}
+			if !ok {
+				unreplayable = append(unreplayable, fmt.Sprint(d.ID))
+			}
+			found = append(found, d)
 		}
-		found = append(found, d)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("outbox: replay dead letters: %w", err)
-	}
-	if check != nil {
-		if err := check(found); err != nil {
-			return nil, err
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("outbox: replay dead letters: %w", err)
 		}
-	}
-	if len(unreplayable) > 0 {
-		return nil, fmt.Errorf("%w: %s: it has no event, message id or partition_key (see docs/runbooks/outbox-backlog.md, Dead letters: Remove the cause)",
-			ErrNotReplayable, strings.Join(unreplayable, ", "))
-	}
+		if check != nil {
+			if err := check(found); err != nil {
+				return err
+			}
+		}
+		if len(unreplayable) > 0 {
+			return fmt.Errorf("%w: %s: it has no event, message id or partition_key (see docs/runbooks/outbox-backlog.md, Dead letters: Remove the cause)",
+				ErrNotReplayable, strings.Join(unreplayable, ", "))
+		}
 
-	out := make([]ReplayedDeadLetter, 0, len(found))
-	for _, d := range found {
-		if err := checkTopic(d.Topic); err != nil {
-			return nil, fmt.Errorf("outbox: replay dead letter %d: %w", d.ID, err)
+		out = make([]ReplayedDeadLetter, 0, len(found))
+		for _, d := range found {
+			if err := checkTopic(d.Topic); err != nil {
+				return fmt.Errorf("outbox: replay dead letter %d: %w", d.ID, err)
+			}
+			r := ReplayedDeadLetter{ID: d.ID, Topic: d.Topic, MessageID: d.MessageID}
+			// The outbox row's uuid is the message_id header the relay sends:
+			// consumers see the same message again and deduplicate it.
+			err := tx.QueryRowContext(ctx, `INSERT INTO `+TableName(d.Topic)+` (uuid, payload, metadata)
+				SELECT message_id, payload, metadata FROM `+DeadLetterTable+` WHERE id = $1
+				RETURNING "offset"`, d.ID).Scan(&r.NewOutboxOffset)
+			if err != nil {
+				return fmt.Errorf("outbox: replay dead letter %d into the outbox of %s: %w", d.ID, d.Topic, err)
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+DeadLetterTable+` WHERE id = $1`, d.ID); err != nil {
+				return fmt.Errorf("outbox: replay dead letter %d: %w", d.ID, err)
+			}
+			out = append(out, r)
 		}
-		r := ReplayedDeadLetter{ID: d.ID, Topic: d.Topic, MessageID: d.MessageID}
-		// The outbox row's uuid is the message_id header the relay sends:
-		// consumers see the same message again and deduplicate it.
-		err := tx.QueryRowContext(ctx, `INSERT INTO `+TableName(d.Topic)+` (uuid, payload, metadata)
-			SELECT message_id, payload, metadata FROM `+DeadLetterTable+` WHERE id = $1
-			RETURNING "offset"`, d.ID).Scan(&r.NewOutboxOffset)
-		if err != nil {
-			return nil, fmt.Errorf("outbox: replay dead letter %d into the outbox of %s: %w", d.ID, d.Topic, err)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM `+DeadLetterTable+` WHERE id = $1`, d.ID); err != nil {
-			return nil, fmt.Errorf("outbox: replay dead letter %d: %w", d.ID, err)
-		}
-		out = append(out, r)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("outbox: replay dead letters: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -31,6 +31,24 @@ func InTx(ctx context.Context, db *gorm.DB, fn func(tx Tx) error) error {
 	})
 }
 
+// InSQLTx is InTx on a database/sql pool, for the code that holds no GORM
+// session (the operator commands). fn's errors come back as they are; a
+// failed begin or commit is wrapped with what, the operation's name.
+func InSQLTx(ctx context.Context, db *sql.DB, what string, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%s: begin: %w", what, err)
+	}
+	defer func() { _ = tx.Rollback() }() // after a commit, a no-op
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%s: commit: %w", what, err)
+	}
+	return nil
+}
+
 // ExecutorOf returns the watermill-sql executor of the transaction that gtx
 // is bound to. It fails, rather than falling back to another connection, when
 // gtx is not inside a transaction: an outbox write outside the caller's

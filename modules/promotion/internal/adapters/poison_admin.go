@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // PoisonPurchase is a purchase the expiry job remembers as poison (a row
@@ -55,34 +57,33 @@ func ReleasePoison(ctx context.Context, db *sql.DB, ids []uuid.UUID, all bool) (
 	if all == (len(ids) > 0) {
 		return nil, errors.New("release poison purchases: name purchases or all, not both")
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("release poison purchases: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }() // after a commit, a no-op
-	rows, err := tx.QueryContext(ctx, `WITH released AS (
-			DELETE FROM `+expirePoisonTable+` WHERE $1 OR purchase_id = ANY($2::uuid[]) RETURNING *)
-		SELECT `+poisonColumns+` FROM released x JOIN `+purchasesTable+` p ON p.id = x.purchase_id
-		ORDER BY x.first_failed_at, x.purchase_id`, all, uuidStrings(ids))
-	if err != nil {
-		return nil, fmt.Errorf("release poison purchases: %w", err)
-	}
-	released, err := scanPoison(rows)
-	if err != nil {
-		return nil, fmt.Errorf("release poison purchases: %w", err)
-	}
-	var missing []string
-	for _, id := range ids {
-		if !slices.ContainsFunc(released, func(p PoisonPurchase) bool { return p.PurchaseID == id }) {
-			missing = append(missing, id.String())
+	var released []PoisonPurchase
+	err := postgres.InSQLTx(ctx, db, "release poison purchases", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `WITH released AS (
+				DELETE FROM `+expirePoisonTable+` WHERE $1 OR purchase_id = ANY($2::uuid[]) RETURNING *)
+			SELECT `+poisonColumns+` FROM released x JOIN `+purchasesTable+` p ON p.id = x.purchase_id
+			ORDER BY x.first_failed_at, x.purchase_id`, all, uuidStrings(ids))
+		if err != nil {
+			return fmt.Errorf("release poison purchases: %w", err)
 		}
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: %s (never failed, expired since, or already released); nothing released",
-			ErrPoisonNotFound, strings.Join(missing, ", "))
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("release poison purchases: %w", err)
+		released, err = scanPoison(rows)
+		if err != nil {
+			return fmt.Errorf("release poison purchases: %w", err)
+		}
+		var missing []string
+		for _, id := range ids {
+			if !slices.ContainsFunc(released, func(p PoisonPurchase) bool { return p.PurchaseID == id }) {
+				missing = append(missing, id.String())
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("%w: %s (never failed, expired since, or already released); nothing released",
+				ErrPoisonNotFound, strings.Join(missing, ", "))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return released, nil
 }

@@ -52,37 +52,35 @@ func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBa
 	if b.Limit <= 0 || b.SnapshotID == uuid.Nil {
 		return app.SnapshotBatchResult{}, errors.New("snapshot batch: a positive limit and a snapshot id are required")
 	}
-	sqlTx, err := r.db.BeginTx(ctx, nil)
-	if err != nil {
-		return app.SnapshotBatchResult{}, fmt.Errorf("snapshot batch: %w", err)
-	}
-	defer func() { _ = sqlTx.Rollback() }() // after a commit, a no-op
-	tx := postgres.Tx{Exec: watermillsql.TxFromStdSQL(sqlTx)}
-
-	rows, targets, err := selectSnapshotBatch(ctx, tx, b)
+	var res app.SnapshotBatchResult
+	err := postgres.InSQLTx(ctx, r.db, "snapshot batch", func(sqlTx *sql.Tx) error {
+		tx := postgres.Tx{Exec: watermillsql.TxFromStdSQL(sqlTx)}
+		rows, targets, err := selectSnapshotBatch(ctx, tx, b)
+		if err != nil {
+			return err
+		}
+		res = app.SnapshotBatchResult{Read: len(rows)}
+		events := make([][]*message.Message, 0, len(rows))
+		for _, m := range rows {
+			res.Last = m.ID
+			msgs, err := r.snapshotMessages(ctx, m, targets[m.ID], b.SnapshotID)
+			if err != nil {
+				res.Failed = append(res.Failed, app.FailedSnapshot{PurchaseID: m.ID, Err: err})
+				continue
+			}
+			events = append(events, msgs)
+		}
+		if len(events) > 0 {
+			if err := r.events.publish(ctx, tx, r.outbox, events...); err != nil {
+				return fmt.Errorf("snapshot batch: %w", err)
+			}
+		}
+		res.Events = len(events)
+		return nil
+	})
 	if err != nil {
 		return app.SnapshotBatchResult{}, err
 	}
-	res := app.SnapshotBatchResult{Read: len(rows)}
-	events := make([][]*message.Message, 0, len(rows))
-	for _, m := range rows {
-		res.Last = m.ID
-		msgs, err := r.snapshotMessages(ctx, m, targets[m.ID], b.SnapshotID)
-		if err != nil {
-			res.Failed = append(res.Failed, app.FailedSnapshot{PurchaseID: m.ID, Err: err})
-			continue
-		}
-		events = append(events, msgs)
-	}
-	if len(events) > 0 {
-		if err := r.events.publish(ctx, tx, r.outbox, events...); err != nil {
-			return app.SnapshotBatchResult{}, fmt.Errorf("snapshot batch: %w", err)
-		}
-	}
-	if err := sqlTx.Commit(); err != nil {
-		return app.SnapshotBatchResult{}, fmt.Errorf("snapshot batch: commit: %w", err)
-	}
-	res.Events = len(events)
 	return res, nil
 }
 
