@@ -1,4 +1,11 @@
-package promotion_test
+// Package expireslo_test holds the expiry's SLO test, which runs a relay and
+// its Sarama producer inside a testing/synctest bubble. It is alone in its
+// package, so alone in its test binary: Sarama keeps the reply channels of
+// its sync producer in a process-wide sync.Pool, and a channel made inside
+// the bubble, taken from the pool by the relay of a test running beside it,
+// stops the whole binary ("receive on synctest channel from outside
+// bubble"). No other test of this package may start a Sarama producer.
+package expireslo_test
 
 import (
 	"context"
