@@ -141,7 +141,7 @@ func Stats(ctx context.Context, db *sql.DB, topic string) (backlog int64, oldest
 	var ageSeconds float64
 	err = db.QueryRowContext(ctx, `
 		SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
-		FROM `+TableName(topic)+` WHERE acked = false`).Scan(&backlog, &ageSeconds)
+		FROM `+TableName(topic)+` WHERE acked = false`, planNow(nil)...).Scan(&backlog, &ageSeconds)
 	if err != nil {
 		return 0, 0, 0, err
 	}

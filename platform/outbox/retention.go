@@ -81,7 +81,7 @@ func (c *RetentionCleaner) CleanOnce(ctx context.Context) (int64, error) {
 					WHERE acked AND created_at < now() - make_interval(secs => $1)
 					ORDER BY created_at
 					LIMIT $2)`,
-				c.cfg.Retention.Seconds(), c.cfg.BatchSize)
+				planNow([]any{c.cfg.Retention.Seconds(), c.cfg.BatchSize})...)
 			if err != nil {
 				return total, fmt.Errorf("outbox: retention of %s: %w", topic, err)
 			}

@@ -146,7 +146,7 @@ func (r *Relay) readBatch(ctx context.Context, tx *sql.Tx, topic string) ([]outb
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
-	rows, err := tx.QueryContext(ctx, q.Query, q.Args...)
+	rows, err := tx.QueryContext(ctx, q.Query, planNow(q.Args)...)
 	if err != nil {
 		return nil, fmt.Errorf("read batch: %w", err)
 	}
@@ -197,7 +197,7 @@ func (r *Relay) acknowledge(ctx context.Context, tx *sql.Tx, topic string, acked
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, q.Query, q.Args...); err != nil {
+	if _, err := tx.ExecContext(ctx, q.Query, planNow(q.Args)...); err != nil {
 		return fmt.Errorf("acknowledge: %w", err)
 	}
 	return nil
