@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -69,6 +70,26 @@ func (r loadResult) Percentile(q float64) time.Duration {
 	}
 	i := min(int(float64(len(r.Latencies))*q/100), len(r.Latencies)-1)
 	return r.Latencies[i]
+}
+
+// merge pools r and other, as if one run had made both's requests.
+func (r loadResult) merge(other loadResult) loadResult {
+	kinds := maps.Clone(r.ErrorKinds)
+	if kinds == nil {
+		kinds = map[string]int{}
+	}
+	for k, n := range other.ErrorKinds {
+		kinds[k] += n
+	}
+	latencies := slices.Concat(r.Latencies, other.Latencies)
+	slices.Sort(latencies)
+	return loadResult{
+		Requests:   r.Requests + other.Requests,
+		Errors:     r.Errors + other.Errors,
+		Elapsed:    r.Elapsed + other.Elapsed,
+		Latencies:  latencies,
+		ErrorKinds: kinds,
+	}
 }
 
 // newHTTPClient keeps one connection per client alive, as a real client
