@@ -261,6 +261,48 @@ func TestTracingRecordsOneSpanPerRequest(t *testing.T) {
 	require.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", lines[0]["trace_id"])
 }
 
+// TestRouterAnswersKeepTheirLabels: Echo v5's router marks its own answers
+// by route name and sets the request's pattern even when no route matched;
+// labels and span names stay those of v4 (ADR 0018).
+func TestRouterAnswersKeepTheirLabels(t *testing.T) {
+	t.Parallel()
+
+	b := newTestBundle(t, httpserver.Config{})
+	b.e.GET("/x/:id", func(c *echo.Context) error { return c.NoContent(http.StatusNoContent) })
+	b.e.GET("/wrapped", echo.WrapHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})))
+
+	rec := b.do(t, httptest.NewRequest(http.MethodDelete, "/x/1", nil))
+	require.Equal(t, http.StatusMethodNotAllowed, rec.Code)
+	require.Equal(t, "OPTIONS, GET", rec.Header().Get(echo.HeaderAllow))
+
+	rec = b.do(t, httptest.NewRequest(http.MethodHead, "/x/1", nil))
+	require.Equal(t, http.StatusMethodNotAllowed, rec.Code, "HEAD is not served by the GET route")
+	require.Equal(t, "OPTIONS, GET", rec.Header().Get(echo.HeaderAllow))
+	require.Empty(t, rec.Body.Bytes())
+
+	rec = b.do(t, httptest.NewRequest(http.MethodOptions, "/x/1", nil))
+	require.Equal(t, http.StatusNoContent, rec.Code)
+	require.Equal(t, "OPTIONS, GET", rec.Header().Get(echo.HeaderAllow))
+
+	require.Equal(t, http.StatusNoContent, b.do(t, httptest.NewRequest(http.MethodGet, "/wrapped", nil)).Code)
+
+	require.Equal(t, 1.0, counterValue(t, b.reg, "pin_http_requests_total",
+		map[string]string{"route": "unmatched", "method": "DELETE", "status": "405"}))
+	require.Equal(t, 1.0, counterValue(t, b.reg, "pin_http_requests_total",
+		map[string]string{"route": "unmatched", "method": "HEAD", "status": "405"}))
+	require.Equal(t, 1.0, counterValue(t, b.reg, "pin_http_requests_total",
+		map[string]string{"route": "/x/:id", "method": "OPTIONS", "status": "204"}), "the router's OPTIONS answer keeps the route")
+
+	var names []string
+	for _, s := range b.spans.Ended() {
+		names = append(names, s.Name())
+	}
+	require.Equal(t, []string{"DELETE", "HEAD", "OPTIONS /x/:id", "GET /wrapped"}, names)
+	require.Equal(t, "/wrapped", attrMap(b.spans.Ended()[3])["http.route"].AsString())
+}
+
 func attrMap(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 	m := map[attribute.Key]attribute.Value{}
 	for _, kv := range s.Attributes() {

@@ -39,6 +39,9 @@ func TestProblemForEachKind(t *testing.T) {
 		{"echo 400 keeps message", echo.NewHTTPError(http.StatusBadRequest, "missing parameter"), 400, "malformed-request", "missing parameter"},
 		{"echo 503 keeps status", echo.NewHTTPError(http.StatusServiceUnavailable, "db down at 10.0.0.5"),
 			503, "service-unavailable", "An internal error occurred. Quote the request id when reporting it."},
+		// v5's predefined errors carry only a status, no *echo.HTTPError.
+		{"echo sentinel 404", echo.ErrNotFound, 404, "not-found", "No resource matches this path."},
+		{"echo sentinel 403", fmt.Errorf("guard: %w", echo.ErrForbidden), 403, "forbidden", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -46,9 +46,6 @@ func traceRequests(tp trace.TracerProvider, propagator propagation.TextMapPropag
 				c.SetRequest(r)
 				res.ResponseWriter = traced
 				err = next(c)
-				// echo.WrapHandler sets the pattern to the bare path, which
-				// otelhttp would read after us; the span keeps its method.
-				r.Pattern = req.Pattern
 			})).ServeHTTP(w, req)
 			return err
 		}
