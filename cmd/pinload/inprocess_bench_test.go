@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -82,7 +82,7 @@ func serveInProcess(tb testing.TB, databaseURL string, brokers []string) (string
 	cfg := httpserver.DefaultConfig()
 	e := httpserver.New(cfg, logger, reg, tp)
 	module.RegisterRoutes(e.Group(""))
-	e.GET("/readyz", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	e.GET("/readyz", func(c *echo.Context) error { return c.NoContent(http.StatusOK) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)
 	done := make(chan error, 2)

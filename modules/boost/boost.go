@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"

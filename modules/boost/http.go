@@ -7,7 +7,7 @@ import (
 	"net/http"
 
 	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/platform/apperror"
@@ -23,7 +23,7 @@ type boostResponse struct {
 
 // getBoost answers a target's boost as the projection has it; a target with
 // no Active purchase answers 0 and 0.
-func (m *Module) getBoost(c echo.Context) error {
+func (m *Module) getBoost(c *echo.Context) error {
 	kind := contract.TargetKind(c.Param("targetKind"))
 	if !kind.Known() {
 		return apperror.Invalid("unknown target kind", apperror.FieldError{

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion"
@@ -37,7 +37,8 @@ func TestModuleEmbedsInABareEchoUnderAPrefix(t *testing.T) {
 
 	e := echo.New()
 	hostHandled := 0
-	e.HTTPErrorHandler = func(err error, c echo.Context) { hostHandled++; e.DefaultHTTPErrorHandler(err, c) }
+	hostDefault := echo.DefaultHTTPErrorHandler(false)
+	e.HTTPErrorHandler = func(c *echo.Context, err error) { hostHandled++; hostDefault(c, err) }
 	module.RegisterRoutes(e.Group(prefix))
 
 	tenant := uuid.NewString()

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -34,7 +34,7 @@ func TestRoutesMatchOpenAPI(t *testing.T) {
 	b, _ := newHostBundle(t)
 
 	var registered []string
-	for _, r := range b.e.Routes() {
+	for _, r := range b.e.Router().Routes() {
 		if strings.HasPrefix(r.Method, "echo_") { // echo's own not-found helpers
 			continue
 		}

@@ -137,14 +137,14 @@ func TestDomainRuleMatchesTheRealLibraries(t *testing.T) {
 	t.Parallel()
 	domain := module + "/modules/promotion/internal/domain"
 	g := archrules.Graph{
-		domain: {"gorm.io/gorm", "github.com/labstack/echo/v4", "github.com/ThreeDotsLabs/watermill/message", "github.com/google/uuid"},
+		domain: {"gorm.io/gorm", "github.com/labstack/echo/v5", "github.com/ThreeDotsLabs/watermill/message", "github.com/google/uuid"},
 		module + "/modules/promotion/internal/adapters": {"gorm.io/gorm"},
 	}
 	var deps []string
 	for _, v := range archrules.Check(g, archrules.DomainIsPure(module)) {
 		deps = append(deps, v.Dependency)
 	}
-	require.ElementsMatch(t, []string{"gorm.io/gorm", "github.com/labstack/echo/v4", "github.com/ThreeDotsLabs/watermill/message"}, deps)
+	require.ElementsMatch(t, []string{"gorm.io/gorm", "github.com/labstack/echo/v5", "github.com/ThreeDotsLabs/watermill/message"}, deps)
 }
 
 // TestNoTestStopsOffItsGoroutine holds the repository to testing's rule:

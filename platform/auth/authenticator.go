@@ -8,7 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 
 	"github.com/pinmarket/pin/platform/apperror"
 )
@@ -258,7 +258,7 @@ func invalidClaim(name string, err error) error {
 // challenge (RFC 6750).
 func (a *Authenticator) Middleware() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
+		return func(c *echo.Context) error {
 			raw, ok := bearerToken(c.Request().Header.Get(echo.HeaderAuthorization))
 			if !ok {
 				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="pin"`)
@@ -322,7 +322,7 @@ func RequireTenantOrAdmin() echo.MiddlewareFunc {
 
 func requirePrincipal(check func(Principal) error) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
+		return func(c *echo.Context) error {
 			p, ok := FromContext(c.Request().Context())
 			if !ok {
 				// Reached only when a route forgot Middleware: fail closed.

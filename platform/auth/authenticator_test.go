@@ -13,7 +13,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -42,7 +42,7 @@ func newTestBundle(tb testing.TB) *testBundle {
 	require.NoError(tb, err)
 	e := httpserver.New(httpserver.Config{}, nil, prometheus.NewRegistry(), noop.NewTracerProvider())
 
-	whoami := func(c echo.Context) error {
+	whoami := func(c *echo.Context) error {
 		p, ok := auth.FromContext(c.Request().Context())
 		if !ok {
 			return c.NoContent(http.StatusTeapot)

@@ -6,7 +6,7 @@ package host
 import (
 	"context"
 
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 )
 
 // Runner is a long-running background activity. Run blocks until ctx is

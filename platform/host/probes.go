@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pinmarket/pin/platform/observability"
@@ -26,10 +26,10 @@ type reasoned interface{ ReadyReason() string }
 // /readyz answers a reason code only; the error's text, which may name the
 // database's host and user, goes to logger.
 func RegisterProbes(e *echo.Echo, ready ReadyFunc, reg *prometheus.Registry, logger *slog.Logger) {
-	e.GET("/healthz", func(c echo.Context) error {
+	e.GET("/healthz", func(c *echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
-	e.GET("/readyz", func(c echo.Context) error {
+	e.GET("/readyz", func(c *echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 		defer cancel()
 		if err := ready(ctx); err != nil {

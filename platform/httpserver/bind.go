@@ -14,7 +14,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 
 	"github.com/pinmarket/pin/platform/apperror"
 )
@@ -34,7 +34,7 @@ import (
 // matches case), or where a misspelt optional field would be dropped
 // silently (docs/adr/0005-hostile-input.md). Validation rules (422) are the
 // use case's business, not Bind's. The Content-Type header is not checked.
-func Bind(c echo.Context, dst any) error {
+func Bind(c *echo.Context, dst any) error {
 	limit, ok := c.Get(bodyLimitKey).(int64)
 	if !ok {
 		// Not served through New's middleware (a test); keep the same cap.

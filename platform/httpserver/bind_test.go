@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/platform/apperror"
@@ -86,7 +86,7 @@ func TestBind(t *testing.T) {
 	}
 
 	b := newTestBundle(t, httpserver.Config{BodyLimit: "1K"})
-	b.e.POST("/bind", func(c echo.Context) error {
+	b.e.POST("/bind", func(c *echo.Context) error {
 		var req bindRequest
 		if err := httpserver.Bind(c, &req); err != nil {
 			return err

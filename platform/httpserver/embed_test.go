@@ -6,7 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/platform/apperror"
@@ -20,15 +20,16 @@ func TestRenderProblemsOnABareEcho(t *testing.T) {
 	t.Parallel()
 	e := echo.New()
 	hostHandled := 0
-	e.HTTPErrorHandler = func(err error, c echo.Context) { hostHandled++; e.DefaultHTTPErrorHandler(err, c) }
+	hostDefault := echo.DefaultHTTPErrorHandler(false)
+	e.HTTPErrorHandler = func(c *echo.Context, err error) { hostHandled++; hostDefault(c, err) }
 	g := e.Group("/mounted")
-	g.GET("/missing", func(echo.Context) error { return apperror.NotFound("thing-not-found", "No such thing.") },
+	g.GET("/missing", func(*echo.Context) error { return apperror.NotFound("thing-not-found", "No such thing.") },
 		httpserver.RenderProblems())
-	g.GET("/invalid", func(echo.Context) error {
+	g.GET("/invalid", func(*echo.Context) error {
 		return apperror.Invalid("Bad.", apperror.FieldError{Field: "name", Message: "is required"})
 	}, httpserver.RenderProblems())
-	g.GET("/panic", func(echo.Context) error { panic("nil map in handler") }, httpserver.RenderProblems())
-	g.GET("/unknown", func(echo.Context) error { return errors.New("dial tcp 10.0.0.1: refused") }, httpserver.RenderProblems())
+	g.GET("/panic", func(*echo.Context) error { panic("nil map in handler") }, httpserver.RenderProblems())
+	g.GET("/unknown", func(*echo.Context) error { return errors.New("dial tcp 10.0.0.1: refused") }, httpserver.RenderProblems())
 
 	for _, tc := range []struct {
 		path   string
@@ -61,7 +62,7 @@ func TestRenderProblemsDefersToNew(t *testing.T) {
 	t.Parallel()
 	transient := errors.New("connection refused")
 	b := newTestBundle(t, httpserver.Config{Transient: func(err error) bool { return errors.Is(err, transient) }})
-	b.e.GET("/db", func(echo.Context) error { return transient }, httpserver.RenderProblems())
+	b.e.GET("/db", func(*echo.Context) error { return transient }, httpserver.RenderProblems())
 
 	rec := b.do(t, httptest.NewRequest(http.MethodGet, "/db", nil))
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)

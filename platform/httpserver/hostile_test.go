@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/platform/httpserver"
@@ -37,7 +37,7 @@ func TestLongPathIsNotEchoedOrLoggedInFull(t *testing.T) {
 func TestHeadersOverTheCapAre431(t *testing.T) {
 	t.Parallel()
 	b := newTestBundle(t, httpserver.Config{})
-	b.e.GET("/ok", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
+	b.e.GET("/ok", func(c *echo.Context) error { return c.NoContent(http.StatusNoContent) })
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	addr, _ := startServing(t, ctx, b.e, httpserver.Config{}, time.Second)

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/platform/httpserver"
@@ -18,7 +18,7 @@ import (
 func TestRequestDurationHasTraceExemplars(t *testing.T) {
 	t.Parallel()
 	b := newTestBundle(t, httpserver.Config{})
-	b.e.GET("/x/:id", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
+	b.e.GET("/x/:id", func(c *echo.Context) error { return c.NoContent(http.StatusNoContent) })
 	req := httptest.NewRequest(http.MethodGet, "/x/1", nil)
 	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	require.Equal(t, http.StatusNoContent, b.do(t, req).Code)

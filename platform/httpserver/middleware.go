@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"runtime/debug"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 
 	"github.com/pinmarket/pin/platform/apperror"
 	"github.com/pinmarket/pin/platform/observability"
@@ -31,7 +30,7 @@ const maxRequestIDLength = 128
 func requestID(logger *slog.Logger) echo.MiddlewareFunc {
 	unavailableLog := &intervalLog{interval: UnavailableLogInterval}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
+		return func(c *echo.Context) error {
 			req := c.Request()
 			id := req.Header.Get(echo.HeaderXRequestID)
 			if !saneRequestID(id) {
@@ -76,7 +75,7 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 // the connection stay up.
 func recoverPanics() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) (err error) {
+		return func(c *echo.Context) (err error) {
 			defer func() {
 				r := recover()
 				if r == nil {
@@ -102,14 +101,14 @@ const bodyLimitKey = "pin.httpserver.body_limit"
 // connection, since the rest of the body is never read.
 func bodyLimit(limit int64) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
+		return func(c *echo.Context) error {
 			c.Set(bodyLimitKey, limit)
 			req := c.Request()
 			if req.ContentLength > limit {
 				return apperror.TooLarge(bodyTooLargeDetail(limit))
 			}
 			if req.Body != nil && req.Body != http.NoBody {
-				req.Body = http.MaxBytesReader(c.Response().Writer, req.Body, limit)
+				req.Body = http.MaxBytesReader(c.Response(), req.Body, limit)
 			}
 			return next(c)
 		}
@@ -122,7 +121,7 @@ func bodyLimit(limit int64) echo.MiddlewareFunc {
 // use case that chose to call a lock wait a conflict keeps its 409.
 func deadline(timeout time.Duration, transient func(error) bool, retryAfter time.Duration) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
+		return func(c *echo.Context) error {
 			req := c.Request()
 			ctx, cancel := context.WithTimeout(req.Context(), timeout)
 			defer cancel()
@@ -154,11 +153,11 @@ func deadline(timeout time.Duration, transient func(error) bool, retryAfter time
 // request's metrics and writes the access log line.
 func observe(logger *slog.Logger, m *httpMetrics) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
+		return func(c *echo.Context) error {
 			start := time.Now()
 			c.Set(rendersProblemsKey, true)
 			if err := next(c); err != nil {
-				c.Error(err)
+				c.Echo().HTTPErrorHandler(c, err)
 			}
 			elapsed := time.Since(start)
 
@@ -166,7 +165,11 @@ func observe(logger *slog.Logger, m *httpMetrics) echo.MiddlewareFunc {
 			ctx := req.Context()
 			method := methodLabel(req.Method)
 			route := routeLabel(c)
-			status := c.Response().Status
+			res, status := echo.ResolveResponseStatus(c.Response(), nil)
+			var size int64
+			if res != nil {
+				size = res.Size
+			}
 			m.observe(ctx, route, method, status, elapsed)
 
 			level := slog.LevelInfo
@@ -179,7 +182,7 @@ func observe(logger *slog.Logger, m *httpMetrics) echo.MiddlewareFunc {
 			attrs := []any{
 				"method", req.Method, "route", route, "path", Truncate(req.URL.Path, MaxEchoedPathBytes),
 				"status", status, "duration_ms", float64(elapsed.Microseconds()) / 1000,
-				"bytes_out", c.Response().Size, "remote_ip", c.RealIP(),
+				"bytes_out", size, "remote_ip", c.RealIP(),
 			}
 			logger.Log(ctx, level, "http request", attrs...)
 			return nil
@@ -192,24 +195,26 @@ func observe(logger *slog.Logger, m *httpMetrics) echo.MiddlewareFunc {
 var quietRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 
 // routeLabel is the route template ("/x/:id"), never the raw path.
-func routeLabel(c echo.Context) string {
+func routeLabel(c *echo.Context) string {
 	path := c.Path()
-	if path == "" || isRouterFallback(c.Handler()) {
+	if path == "" || isRouterFallback(c) {
 		return RouteUnmatched
 	}
 	return path
 }
 
-// isRouterFallback reports whether h is the handler Echo's router uses when
-// no route matched. For those, c.Path() holds the closest route template,
+// isRouterFallback reports whether the router matched no route: a 404, or a
+// 405 other than the answer to OPTIONS (which, as in Echo v4, keeps the
+// route's label). For those, c.Path() holds the closest route template,
 // which would mislabel the request.
-func isRouterFallback(h echo.HandlerFunc) bool {
-	if h == nil {
+func isRouterFallback(c *echo.Context) bool {
+	switch c.RouteInfo().Name {
+	case echo.NotFoundRouteName:
 		return true
+	case echo.MethodNotAllowedRouteName:
+		return c.Request().Method != http.MethodOptions
 	}
-	p := reflect.ValueOf(h).Pointer()
-	return p == reflect.ValueOf(echo.NotFoundHandler).Pointer() ||
-		p == reflect.ValueOf(echo.MethodNotAllowedHandler).Pointer()
+	return false
 }
 
 // methodLabel keeps the method label to the standard set: the method is

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -24,8 +24,8 @@ func TestPanicBecomes500AndServerStaysUp(t *testing.T) {
 	t.Parallel()
 
 	b := newTestBundle(t, httpserver.Config{})
-	b.e.GET("/panic", func(echo.Context) error { panic("nil map in handler") })
-	b.e.GET("/ok", func(c echo.Context) error { return c.String(http.StatusOK, "fine") })
+	b.e.GET("/panic", func(*echo.Context) error { panic("nil map in handler") })
+	b.e.GET("/ok", func(c *echo.Context) error { return c.String(http.StatusOK, "fine") })
 	srv := httptest.NewServer(b.e)
 	t.Cleanup(srv.Close)
 
@@ -59,7 +59,7 @@ func TestBodyLimit(t *testing.T) {
 	b := newTestBundle(t, httpserver.Config{BodyLimit: "1K"})
 	handlerRan := make(chan struct{}, 10)
 	// A handler that reads the body by itself, not through Bind.
-	b.e.POST("/raw", func(c echo.Context) error {
+	b.e.POST("/raw", func(c *echo.Context) error {
 		handlerRan <- struct{}{}
 		data, err := io.ReadAll(c.Request().Body)
 		if err != nil {
@@ -116,7 +116,7 @@ func TestRequestID(t *testing.T) {
 
 	b := newTestBundle(t, httpserver.Config{})
 	var seen string
-	b.e.GET("/id", func(c echo.Context) error {
+	b.e.GET("/id", func(c *echo.Context) error {
 		seen = observability.RequestID(c.Request().Context())
 		return c.NoContent(http.StatusNoContent)
 	})
@@ -161,8 +161,8 @@ func TestProbeSuccessesLogAtDebug(t *testing.T) {
 	t.Parallel()
 
 	b := newTestBundle(t, httpserver.Config{})
-	b.e.GET("/healthz", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
-	b.e.GET("/readyz", func(c echo.Context) error { return c.NoContent(http.StatusServiceUnavailable) })
+	b.e.GET("/healthz", func(c *echo.Context) error { return c.NoContent(http.StatusOK) })
+	b.e.GET("/readyz", func(c *echo.Context) error { return c.NoContent(http.StatusServiceUnavailable) })
 	b.do(t, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 	b.do(t, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 
@@ -177,7 +177,7 @@ func TestMetricsUseRouteTemplates(t *testing.T) {
 	t.Parallel()
 
 	b := newTestBundle(t, httpserver.Config{})
-	b.e.GET("/x/:id", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
+	b.e.GET("/x/:id", func(c *echo.Context) error { return c.NoContent(http.StatusNoContent) })
 
 	for _, id := range []string{"123", "456", uuid.NewString()} {
 		require.Equal(t, http.StatusNoContent, b.do(t, httptest.NewRequest(http.MethodGet, "/x/"+id, nil)).Code)
@@ -187,7 +187,7 @@ func TestMetricsUseRouteTemplates(t *testing.T) {
 	b.do(t, httptest.NewRequest(http.MethodDelete, "/x/123", nil))     // 405, c.Path() would say /x/:id
 	b.do(t, httptest.NewRequest("BREW", "/x/123", nil))                // a method of the client's invention
 	// Added after the first requests, as modules do after New.
-	b.e.GET("/late/:id", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	b.e.GET("/late/:id", func(c *echo.Context) error { return c.NoContent(http.StatusOK) })
 	b.do(t, httptest.NewRequest(http.MethodGet, "/late/9", nil))
 
 	require.Equal(t, 3.0, counterValue(t, b.reg, "pin_http_requests_total",
@@ -210,7 +210,7 @@ func TestMetricsUseRouteTemplates(t *testing.T) {
 
 	// A second server on the same registry shares the collectors.
 	e2 := httpserver.New(httpserver.Config{}, nil, b.reg, nil)
-	e2.GET("/x/:id", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
+	e2.GET("/x/:id", func(c *echo.Context) error { return c.NoContent(http.StatusNoContent) })
 	rec := httptest.NewRecorder()
 	e2.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x/1", nil))
 	require.Equal(t, 4.0, counterValue(t, b.reg, "pin_http_requests_total",
@@ -222,11 +222,11 @@ func TestTracingRecordsOneSpanPerRequest(t *testing.T) {
 
 	b := newTestBundle(t, httpserver.Config{})
 	var handlerSpan trace.SpanContext
-	b.e.GET("/x/:id", func(c echo.Context) error {
+	b.e.GET("/x/:id", func(c *echo.Context) error {
 		handlerSpan = trace.SpanContextFromContext(c.Request().Context())
 		return c.NoContent(http.StatusNoContent)
 	})
-	b.e.GET("/fail", func(echo.Context) error { return io.ErrUnexpectedEOF })
+	b.e.GET("/fail", func(*echo.Context) error { return io.ErrUnexpectedEOF })
 
 	parent := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	req := httptest.NewRequest(http.MethodGet, "/x/123", nil)
@@ -259,6 +259,48 @@ func TestTracingRecordsOneSpanPerRequest(t *testing.T) {
 	lines := b.logs.Records(t, "http request")
 	require.Len(t, lines, 3)
 	require.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", lines[0]["trace_id"])
+}
+
+// TestRouterAnswersKeepTheirLabels: Echo v5's router marks its own answers
+// by route name and sets the request's pattern even when no route matched;
+// labels and span names stay those of v4 (ADR 0018).
+func TestRouterAnswersKeepTheirLabels(t *testing.T) {
+	t.Parallel()
+
+	b := newTestBundle(t, httpserver.Config{})
+	b.e.GET("/x/:id", func(c *echo.Context) error { return c.NoContent(http.StatusNoContent) })
+	b.e.GET("/wrapped", echo.WrapHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})))
+
+	rec := b.do(t, httptest.NewRequest(http.MethodDelete, "/x/1", nil))
+	require.Equal(t, http.StatusMethodNotAllowed, rec.Code)
+	require.Equal(t, "OPTIONS, GET", rec.Header().Get(echo.HeaderAllow))
+
+	rec = b.do(t, httptest.NewRequest(http.MethodHead, "/x/1", nil))
+	require.Equal(t, http.StatusMethodNotAllowed, rec.Code, "HEAD is not served by the GET route")
+	require.Equal(t, "OPTIONS, GET", rec.Header().Get(echo.HeaderAllow))
+	require.Empty(t, rec.Body.Bytes())
+
+	rec = b.do(t, httptest.NewRequest(http.MethodOptions, "/x/1", nil))
+	require.Equal(t, http.StatusNoContent, rec.Code)
+	require.Equal(t, "OPTIONS, GET", rec.Header().Get(echo.HeaderAllow))
+
+	require.Equal(t, http.StatusNoContent, b.do(t, httptest.NewRequest(http.MethodGet, "/wrapped", nil)).Code)
+
+	require.Equal(t, 1.0, counterValue(t, b.reg, "pin_http_requests_total",
+		map[string]string{"route": "unmatched", "method": "DELETE", "status": "405"}))
+	require.Equal(t, 1.0, counterValue(t, b.reg, "pin_http_requests_total",
+		map[string]string{"route": "unmatched", "method": "HEAD", "status": "405"}))
+	require.Equal(t, 1.0, counterValue(t, b.reg, "pin_http_requests_total",
+		map[string]string{"route": "/x/:id", "method": "OPTIONS", "status": "204"}), "the router's OPTIONS answer keeps the route")
+
+	var names []string
+	for _, s := range b.spans.Ended() {
+		names = append(names, s.Name())
+	}
+	require.Equal(t, []string{"DELETE", "HEAD", "OPTIONS /x/:id", "GET /wrapped"}, names)
+	require.Equal(t, "/wrapped", attrMap(b.spans.Ended()[3])["http.route"].AsString())
 }
 
 func attrMap(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {

@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pinmarket/pin/platform/apperror"
@@ -85,15 +85,16 @@ func StatusOf(kind apperror.Kind) int {
 // 500 with a generic detail: their text may hold SQL, hostnames or stack
 // details, so it goes only to the log. The returned error is a failure to
 // write the response.
-func Problem(c echo.Context, err error) error {
+func Problem(c *echo.Context, err error) error {
 	p, cause := problemOf(c, err)
 	logProblem(c, p, cause)
-	if appErr, ok := apperror.As(err); ok && appErr.Kind == apperror.KindUnavailable && !c.Response().Committed {
+	committed := responseCommitted(c)
+	if appErr, ok := apperror.As(err); ok && appErr.Kind == apperror.KindUnavailable && !committed {
 		retry := max(appErr.RetryAfter, time.Second)
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
 	}
 
-	if c.Response().Committed {
+	if committed {
 		// Headers are gone: all we can do is the log line above.
 		return nil
 	}
@@ -130,7 +131,7 @@ func Problem(c echo.Context, err error) error {
 func RenderProblems() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		recovering := recoverPanics()(next)
-		return func(c echo.Context) error {
+		return func(c *echo.Context) error {
 			if rendered, _ := c.Get(rendersProblemsKey).(bool); rendered {
 				return next(c)
 			}
@@ -147,7 +148,7 @@ func RenderProblems() echo.MiddlewareFunc {
 const rendersProblemsKey = "pin.httpserver.renders_problems"
 
 // errorHandler is the echo.HTTPErrorHandler of every server built by New.
-func errorHandler(err error, c echo.Context) {
+func errorHandler(c *echo.Context, err error) {
 	if werr := Problem(c, err); werr != nil {
 		loggerOf(c).WarnContext(c.Request().Context(), "http: write error response", "error", werr)
 	}
@@ -155,7 +156,7 @@ func errorHandler(err error, c echo.Context) {
 
 // problemOf builds the problem for err; cause is non-nil when the error must
 // be logged as a fault of ours.
-func problemOf(c echo.Context, err error) (p ProblemDetails, cause error) {
+func problemOf(c *echo.Context, err error) (p ProblemDetails, cause error) {
 	req := c.Request()
 	p = ProblemDetails{
 		Instance:  Truncate(req.URL.Path, MaxEchoedPathBytes),
@@ -167,9 +168,11 @@ func problemOf(c echo.Context, err error) (p ProblemDetails, cause error) {
 
 	var (
 		appErr   *apperror.Error
-		httpErr  *echo.HTTPError
 		maxBytes *http.MaxBytesError
 	)
+	// Echo's own errors: *echo.HTTPError and the router's sentinels
+	// (echo.ErrNotFound, echo.ErrMethodNotAllowed), which only carry a status.
+	httpStatus := echo.StatusCode(err)
 	switch {
 	case errors.Is(err, context.Canceled) && req.Context().Err() != nil:
 		setStatus(StatusClientClosedRequest, SlugClientClosedRequest)
@@ -190,14 +193,14 @@ func problemOf(c echo.Context, err error) (p ProblemDetails, cause error) {
 		setStatus(http.StatusRequestEntityTooLarge, apperror.SlugPayloadTooLarge)
 		p.Detail = bodyTooLargeDetail(maxBytes.Limit)
 
-	case errors.As(err, &httpErr) && httpErr.Code >= http.StatusBadRequest:
-		setStatus(httpErr.Code, httpSlug(httpErr.Code))
-		if httpErr.Code >= http.StatusInternalServerError {
+	case httpStatus >= http.StatusBadRequest:
+		setStatus(httpStatus, httpSlug(httpStatus))
+		if httpStatus >= http.StatusInternalServerError {
 			// Keep the status (a 503 stays a 503) but never the message.
 			p.Detail, cause = internalDetail, err
 			break
 		}
-		p.Detail = httpDetail(httpErr)
+		p.Detail = httpDetail(httpStatus, err)
 
 	default:
 		setStatus(http.StatusInternalServerError, SlugInternal)
@@ -248,8 +251,8 @@ func httpSlug(status int) string {
 	return strings.ToLower(strings.ReplaceAll(text, " ", "-"))
 }
 
-func httpDetail(he *echo.HTTPError) string {
-	switch he.Code {
+func httpDetail(status int, err error) string {
+	switch status {
 	case http.StatusNotFound:
 		return "No resource matches this path."
 	case http.StatusMethodNotAllowed:
@@ -257,13 +260,14 @@ func httpDetail(he *echo.HTTPError) string {
 	case http.StatusRequestEntityTooLarge:
 		return "The request body is too large."
 	}
-	if msg, ok := he.Message.(string); ok && msg != http.StatusText(he.Code) {
-		return msg
+	var he *echo.HTTPError
+	if errors.As(err, &he) && he.Message != http.StatusText(status) {
+		return he.Message
 	}
 	return ""
 }
 
-func logProblem(c echo.Context, p ProblemDetails, cause error) {
+func logProblem(c *echo.Context, p ProblemDetails, cause error) {
 	ctx := c.Request().Context()
 	logger := loggerOf(c)
 	switch {
@@ -284,9 +288,15 @@ func logProblem(c echo.Context, p ProblemDetails, cause error) {
 		// Record on the span too: the response hides the cause, the trace must not.
 		span := trace.SpanFromContext(ctx)
 		span.RecordError(cause)
-	case c.Response().Committed:
+	case responseCommitted(c):
 		logger.WarnContext(ctx, "http: error after the response was committed", "status", p.Status, "detail", p.Detail)
 	}
+}
+
+// responseCommitted reports whether the response's status line is sent.
+func responseCommitted(c *echo.Context) bool {
+	res, err := echo.UnwrapResponse(c.Response())
+	return err == nil && res.Committed
 }
 
 const loggerKey = "pin.httpserver.logger"
@@ -322,7 +332,7 @@ func (l *intervalLog) allow(now time.Time) (bool, int) {
 // fallbackUnavailableLog serves requests not routed through New (tests).
 var fallbackUnavailableLog = &intervalLog{interval: UnavailableLogInterval}
 
-func unavailableLogOf(c echo.Context) *intervalLog {
+func unavailableLogOf(c *echo.Context) *intervalLog {
 	if l, ok := c.Get(unavailableLogKey).(*intervalLog); ok {
 		return l
 	}
@@ -331,7 +341,7 @@ func unavailableLogOf(c echo.Context) *intervalLog {
 
 // loggerOf returns the server's logger, which the request-id middleware
 // stores in the echo context.
-func loggerOf(c echo.Context) *slog.Logger {
+func loggerOf(c *echo.Context) *slog.Logger {
 	if l, ok := c.Get(loggerKey).(*slog.Logger); ok {
 		return l
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/platform/apperror"
@@ -39,12 +39,15 @@ func TestProblemForEachKind(t *testing.T) {
 		{"echo 400 keeps message", echo.NewHTTPError(http.StatusBadRequest, "missing parameter"), 400, "malformed-request", "missing parameter"},
 		{"echo 503 keeps status", echo.NewHTTPError(http.StatusServiceUnavailable, "db down at 10.0.0.5"),
 			503, "service-unavailable", "An internal error occurred. Quote the request id when reporting it."},
+		// v5's predefined errors carry only a status, no *echo.HTTPError.
+		{"echo sentinel 404", echo.ErrNotFound, 404, "not-found", "No resource matches this path."},
+		{"echo sentinel 403", fmt.Errorf("guard: %w", echo.ErrForbidden), 403, "forbidden", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := newTestBundle(t, httpserver.Config{})
-			b.e.GET("/fail/:id", func(echo.Context) error { return tt.err })
+			b.e.GET("/fail/:id", func(*echo.Context) error { return tt.err })
 
 			req := httptest.NewRequest(http.MethodGet, "/fail/42?q=secret", nil)
 			req.Header.Set(echo.HeaderXRequestID, "req-1")
@@ -71,12 +74,12 @@ func TestValidationProblemListsFields(t *testing.T) {
 	t.Parallel()
 
 	b := newTestBundle(t, httpserver.Config{})
-	b.e.POST("/with-fields", func(echo.Context) error {
+	b.e.POST("/with-fields", func(*echo.Context) error {
 		return apperror.Invalid("The purchase is invalid.",
 			apperror.FieldError{Field: "targets[0].targetKind", Message: "unknown target kind"},
 			apperror.FieldError{Field: "packageId", Message: "must not be the nil UUID"})
 	})
-	b.e.POST("/without-fields", func(echo.Context) error { return apperror.Invalid("no fields") })
+	b.e.POST("/without-fields", func(*echo.Context) error { return apperror.Invalid("no fields") })
 
 	rec := b.do(t, httptest.NewRequest(http.MethodPost, "/with-fields", nil))
 	require.Equal(t, http.StatusUnprocessableEntity, rec.Code)
@@ -92,7 +95,7 @@ func TestValidationProblemListsFields(t *testing.T) {
 	require.Equal(t, []any{}, p.Raw["errors"], "a validation problem always carries the list")
 
 	// Other kinds leave errors out entirely.
-	b.e.GET("/conflict", func(echo.Context) error { return apperror.Conflict("c", "d") })
+	b.e.GET("/conflict", func(*echo.Context) error { return apperror.Conflict("c", "d") })
 	rec = b.do(t, httptest.NewRequest(http.MethodGet, "/conflict", nil))
 	p = decodeProblem(t, rec.Header(), rec.Body.Bytes())
 	require.NotContains(t, p.Raw, "errors")
@@ -102,7 +105,7 @@ func TestRouterErrorsAreProblems(t *testing.T) {
 	t.Parallel()
 
 	b := newTestBundle(t, httpserver.Config{})
-	b.e.GET("/x/:id", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
+	b.e.GET("/x/:id", func(c *echo.Context) error { return c.NoContent(http.StatusNoContent) })
 
 	rec := b.do(t, httptest.NewRequest(http.MethodGet, "/nowhere/123", nil))
 	require.Equal(t, http.StatusNotFound, rec.Code)
@@ -122,7 +125,7 @@ func TestUnknownErrorIsGeneric500AndLogged(t *testing.T) {
 	t.Parallel()
 
 	b := newTestBundle(t, httpserver.Config{})
-	b.e.GET("/boom", func(echo.Context) error {
+	b.e.GET("/boom", func(*echo.Context) error {
 		return fmt.Errorf("purchase.get: %w", errors.New("pq: connection to 10.0.0.5 refused"))
 	})
 
@@ -155,7 +158,7 @@ func TestClientClosedRequestIsNotA500(t *testing.T) {
 	t.Parallel()
 
 	b := newTestBundle(t, httpserver.Config{})
-	b.e.GET("/slow", func(c echo.Context) error {
+	b.e.GET("/slow", func(c *echo.Context) error {
 		<-c.Request().Context().Done()
 		return fmt.Errorf("load: %w", c.Request().Context().Err())
 	})
@@ -174,7 +177,7 @@ func TestProblemCalledDirectly(t *testing.T) {
 	t.Parallel()
 
 	b := newTestBundle(t, httpserver.Config{})
-	b.e.GET("/direct", func(c echo.Context) error {
+	b.e.GET("/direct", func(c *echo.Context) error {
 		return httpserver.Problem(c, apperror.NotFound("package-not-found", "no such package"))
 	})
 	rec := b.do(t, httptest.NewRequest(http.MethodGet, "/direct", nil))

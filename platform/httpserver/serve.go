@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 )
 
 // DefaultShutdownTimeout is used when Serve gets a non-positive one.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/platform/httpserver"
@@ -57,7 +57,7 @@ func TestServeLetsInFlightRequestFinish(t *testing.T) {
 
 	b := newTestBundle(t, httpserver.Config{})
 	started, release := make(chan struct{}), make(chan struct{})
-	b.e.GET("/slow", func(c echo.Context) error {
+	b.e.GET("/slow", func(c *echo.Context) error {
 		close(started)
 		<-release
 		// The shutdown must not have cancelled the request's context.
@@ -101,7 +101,7 @@ func TestServeGivesUpAfterShutdownTimeout(t *testing.T) {
 
 	b := newTestBundle(t, httpserver.Config{})
 	started := make(chan struct{})
-	b.e.GET("/stuck", func(c echo.Context) error {
+	b.e.GET("/stuck", func(c *echo.Context) error {
 		close(started)
 		<-c.Request().Context().Done() // released only when the connection is closed
 		return c.Request().Context().Err()

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
@@ -45,13 +45,15 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, tp trace.Tr
 		tp = otel.GetTracerProvider()
 	}
 
-	e := echo.New()
-	e.HideBanner = true
-	e.HidePort = true
-	e.HTTPErrorHandler = errorHandler
-	// Trust no X-Forwarded-For/X-Real-IP: without a configured proxy they are
-	// whatever the client says.
-	e.IPExtractor = echo.ExtractIPDirect()
+	e := echo.NewWithConfig(echo.Config{
+		// Echo's own complaints (a header written twice) join the service's log
+		// instead of its default JSON on stdout.
+		Logger:           logger,
+		HTTPErrorHandler: errorHandler,
+		// Trust no X-Forwarded-For/X-Real-IP: without a configured proxy they
+		// are whatever the client says.
+		IPExtractor: echo.ExtractIPDirect(),
+	})
 
 	e.Use(
 		requestID(logger),

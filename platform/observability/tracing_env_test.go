@@ -6,7 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
@@ -49,7 +49,7 @@ func serverTraceID(t *testing.T, tp trace.TracerProvider, header http.Header) tr
 	t.Helper()
 	e := httpserver.New(httpserver.Config{Propagator: otel.GetTextMapPropagator()}, nil, prometheus.NewRegistry(), tp)
 	var seen trace.SpanContext
-	e.GET("/x", func(c echo.Context) error {
+	e.GET("/x", func(c *echo.Context) error {
 		seen = trace.SpanContextFromContext(c.Request().Context())
 		return c.NoContent(http.StatusNoContent)
 	})

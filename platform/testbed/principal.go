@@ -2,7 +2,7 @@ package testbed
 
 import (
 	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 
 	"github.com/pinmarket/pin/platform/apperror"
 	"github.com/pinmarket/pin/platform/auth"
@@ -18,7 +18,7 @@ const HeaderTestTenant = "X-Test-Tenant"
 // client.
 func AuthenticateTenantHeader() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
+		return func(c *echo.Context) error {
 			tenant, err := uuid.Parse(c.Request().Header.Get(HeaderTestTenant))
 			if err != nil {
 				return apperror.Unauthenticated(auth.SlugMissingToken, "The "+HeaderTestTenant+" header is required.")

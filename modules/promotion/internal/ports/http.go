@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
@@ -66,7 +66,7 @@ func (s *HTTPServer) RegisterRoutes(g *echo.Group) {
 	g.POST(PathPurchaseCancel, s.cancelPromotion, tenantOrAdmin...)
 }
 
-func (s *HTTPServer) listActivePackages(c echo.Context) error {
+func (s *HTTPServer) listActivePackages(c *echo.Context) error {
 	pkgs, err := s.app.ListActivePackages.Handle(c.Request().Context())
 	if err != nil {
 		return err
@@ -78,7 +78,7 @@ func (s *HTTPServer) listActivePackages(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-func (s *HTTPServer) createPackage(c echo.Context) error {
+func (s *HTTPServer) createPackage(c *echo.Context) error {
 	var req createPackageRequest
 	if err := httpserver.Bind(c, &req); err != nil {
 		return err
@@ -99,7 +99,7 @@ func (s *HTTPServer) createPackage(c echo.Context) error {
 	return c.JSON(http.StatusCreated, toHTTPPackage(pkg))
 }
 
-func (s *HTTPServer) updatePackage(c echo.Context) error {
+func (s *HTTPServer) updatePackage(c *echo.Context) error {
 	id, err := pathID(c, "id", domain.PackageNotFound)
 	if err != nil {
 		return err
@@ -117,7 +117,7 @@ func (s *HTTPServer) updatePackage(c echo.Context) error {
 	return c.JSON(http.StatusOK, toHTTPPackage(pkg))
 }
 
-func (s *HTTPServer) purchasePromotion(c echo.Context) error {
+func (s *HTTPServer) purchasePromotion(c *echo.Context) error {
 	keys := c.Request().Header.Values(HeaderIdempotencyKey)
 	if len(keys) > 1 {
 		// Proxies and servers differ on which of several they keep.
@@ -145,7 +145,7 @@ func (s *HTTPServer) purchasePromotion(c echo.Context) error {
 	return c.JSON(http.StatusCreated, toHTTPPurchase(res.Purchase))
 }
 
-func (s *HTTPServer) listPurchases(c echo.Context) error {
+func (s *HTTPServer) listPurchases(c *echo.Context) error {
 	a := actor(c)
 	page, err := s.app.ListPurchases.Handle(c.Request().Context(), app.ListPurchases{
 		TenantID: a.TenantID,
@@ -166,7 +166,7 @@ func (s *HTTPServer) listPurchases(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-func (s *HTTPServer) getPurchase(c echo.Context) error {
+func (s *HTTPServer) getPurchase(c *echo.Context) error {
 	id, err := pathID(c, "purchaseId", domain.PurchaseNotFound)
 	if err != nil {
 		return err
@@ -178,7 +178,7 @@ func (s *HTTPServer) getPurchase(c echo.Context) error {
 	return c.JSON(http.StatusOK, toHTTPPurchase(p))
 }
 
-func (s *HTTPServer) cancelPromotion(c echo.Context) error {
+func (s *HTTPServer) cancelPromotion(c *echo.Context) error {
 	id, err := pathID(c, "purchaseId", domain.PurchaseNotFound)
 	if err != nil {
 		return err
@@ -198,7 +198,7 @@ func (s *HTTPServer) cancelPromotion(c echo.Context) error {
 
 // actor is the authenticated caller; the auth middleware of every route
 // guarantees there is one.
-func actor(c echo.Context) app.Actor {
+func actor(c *echo.Context) app.Actor {
 	p, _ := auth.FromContext(c.Request().Context())
 	return app.Actor{UserID: p.UserID, TenantID: p.TenantID, IsAdmin: p.IsAdmin()}
 }
@@ -206,7 +206,7 @@ func actor(c echo.Context) app.Actor {
 // pathID parses a UUID path parameter. A malformed id names nothing that
 // can exist, so it is the same not-found as an unknown one; the detail does
 // not repeat it (the problem's instance carries the path).
-func pathID(c echo.Context, name string, notFound func(id string) error) (uuid.UUID, error) {
+func pathID(c *echo.Context, name string, notFound func(id string) error) (uuid.UUID, error) {
 	id, err := httpserver.ParseUUID(c.Param(name))
 	if err != nil {
 		return uuid.Nil, notFound("(not a UUID)")
