@@ -103,6 +103,41 @@ func (p *Publisher) Ready(ctx context.Context, kafkaTopic string, msgs ...*messa
 		payloads: payloads.String(), metadata: string(metadata)}, nil
 }
 
+// ErrMessageTooLarge is wrapped, as a *MessageTooLargeError, by Publish and
+// Ready when a message's Kafka record would exceed kafka.MaxRecordBytes: no
+// broker would take it, so it is refused before anything is stored.
+var ErrMessageTooLarge = errors.New("message too large for Kafka")
+
+// MessageTooLargeError is the error of a message refused for its size: its
+// record's bytes as the relay's producer counts them (kafka.RecordBytes),
+// and the limit.
+type MessageTooLargeError struct {
+	MessageID    string
+	Bytes, Limit int
+}
+
+// Error implements error.
+func (e *MessageTooLargeError) Error() string {
+	return fmt.Sprintf("message %s: its Kafka record has %d bytes, more than the %d a record may have: %v",
+		e.MessageID, e.Bytes, e.Limit, ErrMessageTooLarge)
+}
+
+// Unwrap makes errors.Is(err, ErrMessageTooLarge) hold.
+func (e *MessageTooLargeError) Unwrap() error { return ErrMessageTooLarge }
+
+// checkSize refuses a message whose record the relay's producer would
+// refuse (kafka.ProducerConfig's Producer.MaxMessageBytes).
+func checkSize(kafkaTopic string, msg *message.Message) error {
+	n, err := kafka.RecordBytes(kafkaTopic, msg)
+	if err != nil {
+		return err
+	}
+	if n > kafka.MaxRecordBytes {
+		return &MessageTooLargeError{MessageID: msg.UUID, Bytes: n, Limit: kafka.MaxRecordBytes}
+	}
+	return nil
+}
+
 // Insert writes the batch by a statement of its own inside tx and ends
 // it.
 func (b *Batch) Insert(ctx context.Context, tx postgres.Tx) error {
