@@ -123,8 +123,8 @@ func (r *Relay) pause(quiet int) time.Duration {
 }
 
 // maxRound bounds one round, far above its worst case (Sarama's retries and
-// timeouts of a failing broker, the poison retries): a round still running
-// then is on a connection that stopped answering, and is given up.
+// timeouts of a failing broker): a round still running then is on a
+// connection that stopped answering, and is given up.
 const maxRound = 2 * time.Minute
 
 // outboxRow is one unacknowledged row. bad is set when the row cannot even
@@ -178,12 +178,14 @@ func (r *Relay) readBatch(ctx context.Context, tx *sql.Tx, topic string) ([]outb
 func (r *Relay) acknowledge(ctx context.Context, tx *sql.Tx, topic string, acked []int64, dead []deadLetter) error {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
-	for _, d := range dead {
-		if err := insertDeadLetter(ctx, tx, topic, d); err != nil {
+	if len(dead) > 0 {
+		if err := insertDeadLetters(ctx, tx, topic, dead); err != nil {
 			return err
 		}
+	}
+	for _, d := range dead {
 		r.logger.ErrorContext(ctx, "outbox message dead-lettered",
-			"topic", topic, "outbox_offset", d.row.offset, "message_id", d.row.msg.UUID, "attempts", d.attempts, "err", d.err)
+			"topic", topic, "outbox_offset", d.row.offset, "message_id", d.row.msg.UUID, "reason", d.reason, "attempts", d.attempts, "err", d.err)
 		acked = append(acked, d.row.offset)
 	}
 	if len(acked) == 0 {
