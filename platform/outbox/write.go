@@ -51,8 +51,9 @@ type Batch struct {
 // Publish inserts msgs into the outbox table of kafkaTopic inside tx, so
 // they commit or roll back with the caller's change: Ready, then Insert.
 // A message needs a UUID, a JSON payload and the kafka.MetaPartitionKey,
-// MetaEventType and MetaContractVersion metadata: one without them is
-// refused rather than dead-lettered later, and nothing is stored. For
+// MetaEventType and MetaContractVersion metadata: one without them, or
+// whose Kafka record would exceed kafka.MaxRecordBytes (ErrMessageTooLarge),
+// is refused rather than dead-lettered later, and nothing is stored. For
 // several topics, call it once per topic with the same tx.
 func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic string, msgs ...*message.Message) error {
 	if len(msgs) == 0 {
