@@ -101,9 +101,9 @@ func (r *Relay) produce(producer *wmkafka.Publisher, topic string, msg *message.
 // Reasons a message is dead-lettered: the first word of its dead letter's
 // error and the reason of the log line.
 const (
-	// ReasonTooLarge: its record exceeds the producer's
-	// Producer.MaxMessageBytes, or the broker answered MESSAGE_TOO_LARGE
-	// (the topic's max.message.bytes) to the record alone.
+	// ReasonTooLarge: its payload alone or its record exceeds the
+	// producer's Producer.MaxMessageBytes, or the broker answered
+	// MESSAGE_TOO_LARGE (the topic's max.message.bytes) to the record alone.
 	ReasonTooLarge = "too_large"
 	// ReasonInvalid: the row is no message (unreadable metadata, no key, no
 	// id), or the broker refused the record alone as invalid or corrupt.
@@ -118,10 +118,10 @@ func deadReason(row outboxRow, err error) string {
 	switch {
 	case err == nil:
 		return ""
+	case errors.Is(err, ErrMessageTooLarge), errors.As(err, &cfgErr):
+		return ReasonTooLarge
 	case row.bad != nil, errors.Is(err, kafka.ErrNoPartitionKey), errors.Is(err, kafka.ErrNoMessageID):
 		return ReasonInvalid
-	case errors.As(err, &cfgErr):
-		return ReasonTooLarge
 	}
 	return brokerRefusal(err)
 }

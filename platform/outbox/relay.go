@@ -103,7 +103,6 @@ type Relay struct {
 	wmLog   watermill.LoggerAdapter
 	tracer  trace.Tracer
 	metrics *relayMetrics
-	schema  watermillsql.PostgreSQLQueueSchema
 	offsets watermillsql.PostgreSQLQueueOffsetsAdapter
 }
 
@@ -153,7 +152,6 @@ func NewRelay(db *sql.DB, cfg RelayConfig, logger *slog.Logger, reg prometheus.R
 		wmLog:   observability.WatermillLogger(logger),
 		tracer:  tp.Tracer(instrumentation),
 		metrics: m,
-		schema:  SchemaAdapter(cfg.BatchSize),
 		offsets: OffsetsAdapter(),
 	}, nil
 }

@@ -77,8 +77,10 @@ func TestPublishRefusesAnEventNoBrokerTakes(t *testing.T) {
 // TestOversizedRowsHoldNoOtherKey inserts 20 rows of 1.1 MB each, past the
 // write check as a bad migration or an old release could, in one
 // transaction, one second into 5 s of 75 events/s of other keys. Each is
-// dead-lettered after its one attempt (reason too_large), and every other
-// event still reaches Kafka within 2 s of its commit. Before, each was
+// dead-lettered at once (reason too_large; the relay leaves its payload in
+// the database), and every other event still reaches Kafka within 1.5 s of
+// its commit, one backoff series of the retry this replaced (the issue asks
+// for 2 s). Before, each was
 // retried five times with 0.1+0.2+0.4+0.8 s between, one after the other,
 // with the batch open: about 30 s for the events behind them.
 //
@@ -104,16 +106,18 @@ func TestOversizedRowsHoldNoOtherKey(t *testing.T) {
 	r := rig.offer(t, 75, 5*time.Second, 1, 1)
 	require.NoError(t, <-inserted)
 	t.Logf("other keys' commit to Kafka beside 20 rows of 1.1 MB: p50 %.1fms, p99 %.1fms, max %.1fms", r.p(50), r.p(99), r.p(100))
-	require.Less(t, r.p(100), 2000.0, "every other key's event reaches Kafka within 2 s of its commit (ms)")
+	// 1.5 s is one backoff series of the retry this replaced (0.1+0.2+0.4+0.8
+	// s), under the issue's 2 s: no other event waited for a bad row's retries.
+	require.Less(t, r.p(100), 1500.0, "every other key's event reaches Kafka within one backoff series of its commit (ms)")
 
 	waitFor(t, "the 20 rows to be dead-lettered", func() bool { _, _, dead := rig.stats(t); return dead == 20 })
 	var once, tooLarge int
 	require.NoError(t, rig.db.SQL.QueryRow(`SELECT count(*) FILTER (WHERE attempts = 1),
-			count(*) FILTER (WHERE error LIKE 'too_large: %MaxMessageBytes%')
+			count(*) FILTER (WHERE error LIKE 'too_large: %' AND payload::jsonb->>'pad' LIKE 'xxxx%')
 		FROM `+outbox.DeadLetterTable+` WHERE topic = $1`, topic).Scan(&once, &tooLarge))
 	require.Equal(t, 20, once, "each was tried once")
-	require.Equal(t, 20, tooLarge, "each with the reason too_large and the producer's refusal")
-	require.Equal(t, 20.0, metricValue(t, reg, "pin_outbox_publish_errors_total"), "one failed attempt each, no retry")
+	require.Equal(t, 20, tooLarge, "each with the reason too_large, and its event as it was in the outbox")
+	require.Zero(t, metricValue(t, reg, "pin_outbox_publish_errors_total"), "none was even sent: the relay did not read their payloads")
 }
 
 // TestBrokerRefusalDeadLettersTheRecordNotItsBatchMates lowers the topic's

@@ -110,8 +110,8 @@ func (p *Publisher) Ready(ctx context.Context, kafkaTopic string, msgs ...*messa
 var ErrMessageTooLarge = errors.New("message too large for Kafka")
 
 // MessageTooLargeError is the error of a message refused for its size: its
-// record's bytes as the relay's producer counts them (kafka.RecordBytes),
-// and the limit.
+// record's bytes as the relay's producer counts them (kafka.RecordBytes) or,
+// for a row the relay leaves unread, its payload's, and the limit.
 type MessageTooLargeError struct {
 	MessageID    string
 	Bytes, Limit int
@@ -119,7 +119,7 @@ type MessageTooLargeError struct {
 
 // Error implements error.
 func (e *MessageTooLargeError) Error() string {
-	return fmt.Sprintf("message %s: its Kafka record has %d bytes, more than the %d a record may have: %v",
+	return fmt.Sprintf("message %s: %d bytes, more than the %d a Kafka record may have: %v",
 		e.MessageID, e.Bytes, e.Limit, ErrMessageTooLarge)
 }
 
