@@ -127,8 +127,9 @@ func (r *Relay) pause(quiet int) time.Duration {
 // connection that stopped answering, and is given up.
 const maxRound = 2 * time.Minute
 
-// outboxRow is one unacknowledged row. bad is set when the row cannot even
-// be turned into a message; it then goes straight to the dead letters.
+// outboxRow is one unacknowledged row. bad is set when the row can never be
+// sent (it is no message, or its payload is over the limit and was left
+// unread); it then goes straight to the dead letters.
 type outboxRow struct {
 	offset   int64
 	msg      *message.Message
