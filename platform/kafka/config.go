@@ -22,7 +22,9 @@ import (
 //     the partition a Java or librdkafka producer would choose;
 //   - short retries and timeouts: a broker that is down is reported to the
 //     relay within seconds, which then backs off as a whole instead of
-//     holding an outbox transaction open.
+//     holding an outbox transaction open;
+//   - records of at most MaxRecordBytes, the limit the outbox enforces when
+//     an event is written.
 func ProducerConfig(clientID string) *sarama.Config {
 	c := sarama.NewConfig()
 	c.ClientID = clientID
@@ -37,10 +39,18 @@ func ProducerConfig(clientID string) *sarama.Config {
 	c.Producer.Retry.Backoff = 100 * time.Millisecond
 	c.Producer.Timeout = 10 * time.Second
 	c.Producer.Partitioner = NewPartitioner
+	c.Producer.MaxMessageBytes = MaxRecordBytes
 
 	setNetworkDefaults(c)
 	return c
 }
+
+// MaxRecordBytes is the largest record the service produces, as Sarama
+// sizes it (ProducerMessage.ByteSize: key, value, headers and their worst
+// case overhead). It stays below Kafka's default max.message.bytes of a
+// topic (1,048,588 bytes), which bounds a record batch with its header, so a
+// record the producer takes is one the broker takes (docs/adr/0015).
+const MaxRecordBytes = 1_000_000
 
 // NewPartitioner is Kafka's default partitioner for keyed records:
 // partition = (murmur2(key) & 0x7fffffff) % partitions, as in the Java

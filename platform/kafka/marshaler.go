@@ -78,3 +78,15 @@ func (Marshaler) Marshal(topic string, msg *message.Message) (*sarama.ProducerMe
 		Headers: headers,
 	}, nil
 }
+
+// RecordBytes is the size the relay's producer gives msg's record
+// (sarama.ProducerMessage.ByteSize for record batches, Kafka 0.11 and
+// later), which it compares with Producer.MaxMessageBytes: the outbox
+// refuses an event above MaxRecordBytes by the same measure.
+func RecordBytes(topic string, msg *message.Message) (int, error) {
+	pm, err := Marshaler{}.Marshal(topic, msg)
+	if err != nil {
+		return 0, err
+	}
+	return pm.ByteSize(2), nil
+}

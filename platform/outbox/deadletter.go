@@ -6,21 +6,31 @@ import (
 	"fmt"
 )
 
-// deadLetter is an outbox row the relay gives up on, with the last error.
+// deadLetter is an outbox row the relay gives up on, with the last error
+// and why it can never be sent (ReasonTooLarge, ReasonInvalid).
 type deadLetter struct {
 	row      outboxRow
 	err      error
 	attempts int
+	reason   string
 }
 
-// insertDeadLetter copies d's row, as it is, into the dead-letter table in
-// the relay's transaction: the copy and the row's acknowledgement commit
-// together.
-func insertDeadLetter(ctx context.Context, tx *sql.Tx, topic string, d deadLetter) error {
-	_, err := tx.ExecContext(ctx,
-		`INSERT INTO `+DeadLetterTable+` (topic, message_id, outbox_offset, payload, metadata, error, attempts)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		topic, d.row.msg.UUID, d.row.offset, []byte(d.row.msg.Payload), d.row.metadata, d.err.Error(), d.attempts)
+// insertDeadLetters copies the rows of dead, as they are in topic's outbox
+// table, into the dead-letter table in the relay's transaction, in the
+// order of dead: the copies and the rows' acknowledgement commit together.
+// The copy is made by the database, so a row that is dead for its size
+// does not travel back. Each error starts with its reason ("too_large: …"),
+// which operators and the runbook read.
+func insertDeadLetters(ctx context.Context, tx *sql.Tx, topic string, dead []deadLetter) error {
+	offsets, errs, attempts := make([]int64, len(dead)), make([]string, len(dead)), make([]int64, len(dead))
+	for i, d := range dead {
+		offsets[i], errs[i], attempts[i] = d.row.offset, d.reason+": "+d.err.Error(), int64(d.attempts)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO `+DeadLetterTable+` (topic, message_id, outbox_offset, payload, metadata, error, attempts)
+		SELECT $1, o.uuid, o."offset", o.payload, o.metadata, d.error, d.attempts
+		FROM unnest($2::bigint[], $3::text[], $4::int[]) WITH ORDINALITY AS d("offset", error, attempts, n)
+		JOIN `+TableName(topic)+` o ON o."offset" = d."offset"
+		ORDER BY d.n`, planNow([]any{topic, offsets, errs, attempts})...)
 	if err != nil {
 		return fmt.Errorf("dead letter: %w", err)
 	}

@@ -14,9 +14,10 @@ import (
 )
 
 // Producing a claimed batch: in waves that keep each key's order, every
-// message of a wave at once; a message Kafka refuses for a reason of its own
-// is retried alone and then dead-lettered, a failure of the broker ends the
-// round (send.go acknowledges what went through).
+// message of a wave at once. A message no broker will ever take is
+// dead-lettered at once, without a retry (a retry would only hold the batch
+// open); a failure of the broker ends the round (send.go acknowledges what
+// went through). See docs/adr/0015-a-message-kafka-never-takes.md.
 
 // publish sends rows to Kafka in waves: a wave holds at most one row per key
 // and is sent at once (Sarama gathers the concurrent sends into a few
@@ -42,23 +43,20 @@ func (r *Relay) publish(ctx context.Context, producer *wmkafka.Publisher, topic 
 		wg.Wait()
 		var transient error
 		for i, row := range wave {
-			switch {
-			case errs[i] == nil:
+			err, attempts := errs[i], 1
+			if len(wave) > 1 && refusedBatch(err) {
+				// The broker refuses a record batch whole, and this one may
+				// have shared it with the culprit: sent alone, it is judged
+				// alone.
+				err, attempts = r.produce(producer, topic, row.msg), 2
+			}
+			switch reason := deadReason(row, err); {
+			case err == nil:
 				acked = append(acked, row.offset)
-			case row.bad != nil:
-				dead = append(dead, deadLetter{row: row, err: row.bad, attempts: 1})
-			case isMessageError(errs[i]):
-				// Its own fault: retried alone before the key moves on.
-				attempts, err := r.retry(ctx, producer, topic, row.msg, errs[i])
-				if err == nil {
-					acked = append(acked, row.offset)
-				} else if isMessageError(err) {
-					dead = append(dead, deadLetter{row: row, err: err, attempts: attempts})
-				} else {
-					transient = errors.Join(transient, err)
-				}
+			case reason != "":
+				dead = append(dead, deadLetter{row: row, err: err, attempts: attempts, reason: reason})
 			default:
-				transient = errors.Join(transient, errs[i])
+				transient = errors.Join(transient, err)
 			}
 		}
 		if transient != nil {
@@ -85,20 +83,6 @@ func waves(rows []outboxRow) [][]outboxRow {
 	return out
 }
 
-// retry publishes a message that Kafka refused until it goes through or
-// MaxAttempts is reached, pausing RetryBackoff, doubled each time.
-func (r *Relay) retry(ctx context.Context, producer *wmkafka.Publisher, topic string, msg *message.Message, err error) (attempts int, _ error) {
-	pause := r.cfg.RetryBackoff
-	for attempts = 1; attempts < r.cfg.MaxAttempts && isMessageError(err); attempts++ {
-		if !sleep(ctx, pause) {
-			return attempts, err
-		}
-		pause *= 2
-		err = r.produce(producer, topic, msg)
-	}
-	return attempts, err
-}
-
 // produce publishes one message through watermill-kafka, counting and
 // tracing it as a child of the publication that stored it.
 func (r *Relay) produce(producer *wmkafka.Publisher, topic string, msg *message.Message) error {
@@ -114,21 +98,51 @@ func (r *Relay) produce(producer *wmkafka.Publisher, topic string, msg *message.
 	return nil
 }
 
-// isMessageError reports whether err is the message's own fault, so that
-// publishing it again can never succeed.
-func isMessageError(err error) bool {
-	var cfgErr sarama.ConfigurationError // e.g. larger than Producer.MaxMessageBytes
-	if errors.As(err, &cfgErr) {
-		return true
+// Reasons a message is dead-lettered: the first word of its dead letter's
+// error and the reason of the log line.
+const (
+	// ReasonTooLarge: its payload alone or its record exceeds the
+	// producer's Producer.MaxMessageBytes, or the broker answered
+	// MESSAGE_TOO_LARGE (the topic's max.message.bytes) to the record alone.
+	ReasonTooLarge = "too_large"
+	// ReasonInvalid: the row is no message (unreadable metadata, no key, no
+	// id), or the broker refused the record alone as invalid or corrupt.
+	ReasonInvalid = "invalid"
+)
+
+// deadReason is why row, which failed with err, can never be sent, or ""
+// when err is no fault of the message (the broker's or the connection's)
+// and the round must end instead.
+func deadReason(row outboxRow, err error) string {
+	var cfgErr sarama.ConfigurationError // larger than Producer.MaxMessageBytes
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrMessageTooLarge), errors.As(err, &cfgErr):
+		return ReasonTooLarge
+	case row.bad != nil, errors.Is(err, kafka.ErrNoPartitionKey), errors.Is(err, kafka.ErrNoMessageID):
+		return ReasonInvalid
 	}
-	for _, target := range []error{
-		kafka.ErrNoPartitionKey, kafka.ErrNoMessageID,
-		sarama.ErrMessageSizeTooLarge, sarama.ErrInvalidMessage, sarama.ErrInvalidMessageSize,
-		sarama.ErrInvalidRecord, sarama.ErrMessageSetSizeTooLarge,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
+	return brokerRefusal(err)
 }
+
+// brokerRefusal is the reason of a broker's refusal that no retry changes,
+// or "". The broker judges a record batch, so every message that shared
+// the batch gets it (refusedBatch).
+func brokerRefusal(err error) string {
+	var kerr sarama.KError
+	if !errors.As(err, &kerr) {
+		return ""
+	}
+	switch kerr {
+	case sarama.ErrMessageSizeTooLarge, sarama.ErrMessageSetSizeTooLarge:
+		return ReasonTooLarge
+	case sarama.ErrInvalidRecord, sarama.ErrInvalidMessage, sarama.ErrInvalidMessageSize:
+		return ReasonInvalid
+	}
+	return ""
+}
+
+// refusedBatch reports whether err is a broker's refusal of the record
+// batch the message went in, rather than of the message itself.
+func refusedBatch(err error) bool { return brokerRefusal(err) != "" }

@@ -75,6 +75,12 @@ func (p *Publisher) start(ctx context.Context, kafkaTopic string, msgs []*messag
 			msg.Metadata.Set(kafka.MetaCorrelationID, id)
 		}
 		msg.SetContext(ctx)
+		// Measured with the headers just set, as the relay's producer will.
+		if err := checkSize(kafkaTopic, msg); err != nil {
+			err = p.fail(span, kafkaTopic, err)
+			span.End()
+			return span, err
+		}
 	}
 	if len(msgs) == 1 {
 		span.SetAttributes(attribute.String("messaging.message.id", msgs[0].UUID))

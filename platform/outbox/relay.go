@@ -49,19 +49,13 @@ type RelayConfig struct {
 	// StatementTimeout bounds every statement of the relay (default 5s): an
 	// active relay whose database stops answering gives up within it.
 	StatementTimeout time.Duration
-	// MaxAttempts is how often a message that fails for a reason of its own
-	// (it cannot be encoded, Kafka refuses it) is tried before it is moved to
-	// the dead-letter table (default 5).
-	MaxAttempts int
-	// RetryBackoff is the first pause between those attempts, doubled each
-	// time (default 100ms).
-	RetryBackoff time.Duration
 	// ReconnectBackoff is the first pause after the broker or the database
 	// failed, doubled up to MaxReconnectBackoff (defaults 500ms and 10s).
 	ReconnectBackoff    time.Duration
 	MaxReconnectBackoff time.Duration
 	// Sarama overrides the producer configuration (default
-	// kafka.ProducerConfig("pin-outbox-relay")).
+	// kafka.ProducerConfig("pin-outbox-relay")). A Producer.MaxMessageBytes
+	// below kafka.MaxRecordBytes dead-letters the events between the two.
 	Sarama *sarama.Config
 }
 
@@ -84,12 +78,6 @@ func (c *RelayConfig) setDefaults() {
 	}
 	if c.StatementTimeout <= 0 {
 		c.StatementTimeout = 5 * time.Second
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 5
-	}
-	if c.RetryBackoff <= 0 {
-		c.RetryBackoff = 100 * time.Millisecond
 	}
 	if c.ReconnectBackoff <= 0 {
 		c.ReconnectBackoff = 500 * time.Millisecond
@@ -115,7 +103,6 @@ type Relay struct {
 	wmLog   watermill.LoggerAdapter
 	tracer  trace.Tracer
 	metrics *relayMetrics
-	schema  watermillsql.PostgreSQLQueueSchema
 	offsets watermillsql.PostgreSQLQueueOffsetsAdapter
 }
 
@@ -165,7 +152,6 @@ func NewRelay(db *sql.DB, cfg RelayConfig, logger *slog.Logger, reg prometheus.R
 		wmLog:   observability.WatermillLogger(logger),
 		tracer:  tp.Tracer(instrumentation),
 		metrics: m,
-		schema:  SchemaAdapter(cfg.BatchSize),
 		offsets: OffsetsAdapter(),
 	}, nil
 }

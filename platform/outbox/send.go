@@ -123,12 +123,13 @@ func (r *Relay) pause(quiet int) time.Duration {
 }
 
 // maxRound bounds one round, far above its worst case (Sarama's retries and
-// timeouts of a failing broker, the poison retries): a round still running
-// then is on a connection that stopped answering, and is given up.
+// timeouts of a failing broker): a round still running then is on a
+// connection that stopped answering, and is given up.
 const maxRound = 2 * time.Minute
 
-// outboxRow is one unacknowledged row. bad is set when the row cannot even
-// be turned into a message; it then goes straight to the dead letters.
+// outboxRow is one unacknowledged row. bad is set when the row can never be
+// sent (it is no message, or its payload is over the limit and was left
+// unread); it then goes straight to the dead letters.
 type outboxRow struct {
 	offset   int64
 	msg      *message.Message
@@ -136,17 +137,25 @@ type outboxRow struct {
 	bad      error
 }
 
-// readBatch claims up to BatchSize unacknowledged rows in offset order, with
-// watermill-sql's queue query (FOR UPDATE: a row is never published by two
-// relays that both believe they are active).
+// readQuery is the relay's read, watermill-sql's queue read
+// (PostgreSQLQueueSchema.SelectQuery: unacknowledged rows in offset order,
+// FOR UPDATE) but for one column: the payload of a row longer than $1, the
+// producer's limit, stays in the database and only its length is read. Such
+// a row can never be sent, and a batch of 200 of them would be 220 MB to
+// read on every round; its dead letter is copied in the database.
+const readQuery = `SELECT "offset", uuid,
+	CASE WHEN octet_length(payload::text) <= $1 THEN payload END,
+	metadata, octet_length(payload::text)
+FROM %s WHERE acked = false ORDER BY "offset" ASC LIMIT %d FOR UPDATE`
+
+// readBatch claims up to BatchSize unacknowledged rows in offset order
+// (FOR UPDATE: a row is never published by two relays that both believe
+// they are active).
 func (r *Relay) readBatch(ctx context.Context, tx *sql.Tx, topic string) ([]outboxRow, error) {
-	q, err := r.schema.SelectQuery(watermillsql.SelectQueryParams{Topic: topic})
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
-	rows, err := tx.QueryContext(ctx, q.Query, planNow(q.Args)...)
+	limit := r.cfg.Sarama.Producer.MaxMessageBytes
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(readQuery, TableName(topic), r.cfg.BatchSize), planNow([]any{limit})...)
 	if err != nil {
 		return nil, fmt.Errorf("read batch: %w", err)
 	}
@@ -156,7 +165,8 @@ func (r *Relay) readBatch(ctx context.Context, tx *sql.Tx, topic string) ([]outb
 		var row outboxRow
 		var id string
 		var payload []byte
-		if err := rows.Scan(&row.offset, &id, &payload, &row.metadata); err != nil {
+		var size sql.NullInt64
+		if err := rows.Scan(&row.offset, &id, &payload, &row.metadata, &size); err != nil {
 			return nil, fmt.Errorf("read batch: %w", err)
 		}
 		row.msg = message.NewMessage(id, payload)
@@ -164,6 +174,9 @@ func (r *Relay) readBatch(ctx context.Context, tx *sql.Tx, topic string) ([]outb
 			if err := json.Unmarshal(row.metadata, &row.msg.Metadata); err != nil {
 				row.bad = fmt.Errorf("metadata is not a JSON object of strings: %w", err)
 			}
+		}
+		if size.Int64 > int64(limit) {
+			row.bad = &MessageTooLargeError{MessageID: id, Bytes: int(size.Int64), Limit: limit}
 		}
 		out = append(out, row)
 	}
@@ -178,12 +191,14 @@ func (r *Relay) readBatch(ctx context.Context, tx *sql.Tx, topic string) ([]outb
 func (r *Relay) acknowledge(ctx context.Context, tx *sql.Tx, topic string, acked []int64, dead []deadLetter) error {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
-	for _, d := range dead {
-		if err := insertDeadLetter(ctx, tx, topic, d); err != nil {
+	if len(dead) > 0 {
+		if err := insertDeadLetters(ctx, tx, topic, dead); err != nil {
 			return err
 		}
+	}
+	for _, d := range dead {
 		r.logger.ErrorContext(ctx, "outbox message dead-lettered",
-			"topic", topic, "outbox_offset", d.row.offset, "message_id", d.row.msg.UUID, "attempts", d.attempts, "err", d.err)
+			"topic", topic, "outbox_offset", d.row.offset, "message_id", d.row.msg.UUID, "reason", d.reason, "attempts", d.attempts, "err", d.err)
 		acked = append(acked, d.row.offset)
 	}
 	if len(acked) == 0 {

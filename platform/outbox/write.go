@@ -51,8 +51,9 @@ type Batch struct {
 // Publish inserts msgs into the outbox table of kafkaTopic inside tx, so
 // they commit or roll back with the caller's change: Ready, then Insert.
 // A message needs a UUID, a JSON payload and the kafka.MetaPartitionKey,
-// MetaEventType and MetaContractVersion metadata: one without them is
-// refused rather than dead-lettered later, and nothing is stored. For
+// MetaEventType and MetaContractVersion metadata: one without them, or
+// whose Kafka record would exceed kafka.MaxRecordBytes (ErrMessageTooLarge),
+// is refused rather than dead-lettered later, and nothing is stored. For
 // several topics, call it once per topic with the same tx.
 func (p *Publisher) Publish(ctx context.Context, tx postgres.Tx, kafkaTopic string, msgs ...*message.Message) error {
 	if len(msgs) == 0 {
@@ -101,6 +102,41 @@ func (p *Publisher) Ready(ctx context.Context, kafkaTopic string, msgs ...*messa
 	return &Batch{table: TableName(kafkaTopic), span: span, publisher: p, topic: kafkaTopic,
 		uuids: strings.Join(uuids, RowSeparator), keys: strings.Join(keys, RowSeparator),
 		payloads: payloads.String(), metadata: string(metadata)}, nil
+}
+
+// ErrMessageTooLarge is wrapped, as a *MessageTooLargeError, by Publish and
+// Ready when a message's Kafka record would exceed kafka.MaxRecordBytes: no
+// broker would take it, so it is refused before anything is stored.
+var ErrMessageTooLarge = errors.New("message too large for Kafka")
+
+// MessageTooLargeError is the error of a message refused for its size: its
+// record's bytes as the relay's producer counts them (kafka.RecordBytes) or,
+// for a row the relay leaves unread, its payload's, and the limit.
+type MessageTooLargeError struct {
+	MessageID    string
+	Bytes, Limit int
+}
+
+// Error implements error.
+func (e *MessageTooLargeError) Error() string {
+	return fmt.Sprintf("message %s: %d bytes, more than the %d a Kafka record may have: %v",
+		e.MessageID, e.Bytes, e.Limit, ErrMessageTooLarge)
+}
+
+// Unwrap makes errors.Is(err, ErrMessageTooLarge) hold.
+func (e *MessageTooLargeError) Unwrap() error { return ErrMessageTooLarge }
+
+// checkSize refuses a message whose record the relay's producer would
+// refuse (kafka.ProducerConfig's Producer.MaxMessageBytes).
+func checkSize(kafkaTopic string, msg *message.Message) error {
+	n, err := kafka.RecordBytes(kafkaTopic, msg)
+	if err != nil {
+		return err
+	}
+	if n > kafka.MaxRecordBytes {
+		return &MessageTooLargeError{MessageID: msg.UUID, Bytes: n, Limit: kafka.MaxRecordBytes}
+	}
+	return nil
 }
 
 // Insert writes the batch by a statement of its own inside tx and ends
