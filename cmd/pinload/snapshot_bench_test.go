@@ -25,7 +25,7 @@ import (
 // Environment of BenchmarkSnapshotUnderLoad.
 const (
 	// snapshotPurchasesEnv overrides the Active purchases the snapshot
-	// republishes (default 10000).
+	// redelivers (default 10000).
 	snapshotPurchasesEnv = "PIN_BENCH_SNAPSHOT_PURCHASES"
 	// snapshotRateEnv overrides the snapshot's --rate (default 500).
 	snapshotRateEnv = "PIN_BENCH_SNAPSHOT_RATE"

@@ -45,7 +45,7 @@ var ErrSnapshotNotFound = errors.New("snapshot not found")
 // same snapshot. The batch wrote nothing.
 var ErrSnapshotMovedOn = errors.New("snapshot moved on under another process")
 
-// SnapshotFilter selects the purchases a snapshot republishes.
+// SnapshotFilter selects the purchases a snapshot redelivers the last events of.
 type SnapshotFilter struct {
 	// TenantID restricts it to one tenant's purchases; uuid.Nil for all.
 	TenantID uuid.UUID
