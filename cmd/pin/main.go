@@ -37,7 +37,7 @@ Usage:
   pin outbox dead-letters replay ID...|--all  put dead letters back in the outbox with their original messageId
   pin promotion poison list                   list the purchases the expiry job remembers as poison, one JSON object a line
   pin promotion poison release PURCHASE_ID...|--all  forget poison purchases: the next cycle takes them in normal order
-  pin promotion snapshot [--tenant UUID] [--purchase UUID]... [--target-kind KIND] [--include-ended] [--rate N]  republish purchases' current state (event_origin=snapshot)
+  pin promotion snapshot [--tenant UUID] [--purchase UUID]... [--target-kind KIND] [--include-ended] [--rate N]  redeliver purchases' last events (event_origin=snapshot); --snapshot-id ID resumes one
   pin consumer dead-letters list [--group G]  list the consumers' dead letters, one JSON object a line
   pin consumer dead-letters replay ID...|--all  hand dead letters to their consumer again (the boost projection, in this process)
   pin healthcheck                             exit 0 when the local server's /readyz answers 200

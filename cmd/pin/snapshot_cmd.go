@@ -14,34 +14,33 @@ import (
 	"github.com/pinmarket/pin/modules/promotion"
 )
 
-const snapshotSynopsis = "promotion snapshot [--tenant UUID] [--purchase UUID]... [--target-kind KIND] [--include-ended] [--rate N] [--batch-size N] [--snapshot-id UUID --after PURCHASE_ID]"
+const snapshotSynopsis = "promotion snapshot [--tenant UUID] [--purchase UUID]... [--target-kind KIND] [--include-ended] [--rate N] [--batch-size N] | --snapshot-id UUID [--rate N] [--batch-size N]"
 
-// snapshotPurchases runs `pin promotion snapshot`: it republishes the
-// current state of the selected purchases through the outbox, prints
+// snapshotPurchases runs `pin promotion snapshot`: it redelivers the last
+// published event of each selected purchase through the outbox, prints
 // progress on stderr and the result as one JSON line on stdout
-// (docs/runbooks/consumer-current-state.md). A stop (SIGINT, SIGTERM) ends
-// it after the batch in flight commits, with the result so far and the
-// command that resumes it; it then exits 1.
+// (docs/runbooks/consumer-current-state.md). Its id and the command that
+// resumes it go to stderr before the first batch: the position is stored
+// with every batch, so that command resumes it after any stop, SIGKILL
+// included. A stop (SIGINT, SIGTERM) ends it after the batch in flight
+// commits, with the result so far; it then exits 1.
 func snapshotPurchases(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	const name = "promotion snapshot"
 	fs := newFlags(name)
 	var opts promotion.SnapshotOptions
 	uuidFlag(fs, &opts.TenantID, "tenant", "only this tenant's purchases")
 	fs.Func("purchase", "only this purchase (repeatable)", func(s string) error {
-		id, err := uuid.Parse(s)
-		if err != nil {
-			return fmt.Errorf("%q is not a UUID", s)
-		}
+		id, err := parseUUID(s)
 		opts.PurchaseIDs = append(opts.PurchaseIDs, id)
-		return nil
+		return err
 	})
 	fs.StringVar(&opts.TargetKind, "target-kind", "", "only purchases with a target of this kind: Project, PropertyObject or Post")
 	fs.BoolVar(&opts.IncludeEnded, "include-ended", false, "also Expired, Cancelled (and Pending) purchases; by default only Active ones")
 	fs.IntVar(&opts.Rate, "rate", promotion.DefaultSnapshotRate, "events per second at most")
 	fs.IntVar(&opts.BatchSize, "batch-size", promotion.DefaultSnapshotBatchSize,
 		fmt.Sprintf("purchases per transaction, 1 to %d: the longest a transition of one of them waits", promotion.MaxSnapshotBatchSize))
-	uuidFlag(fs, &opts.SnapshotID, "snapshot-id", "resume: the snapshotId of the stopped run (default: a new one)")
-	uuidFlag(fs, &opts.After, "after", "resume: start after this purchase id (the stopped run's \"after\")")
+	uuidFlag(fs, &opts.SnapshotID, "snapshot-id", "resume the stored snapshot of this id, with its filter, where it stopped (default: a new snapshot)")
+	uuidFlag(fs, &opts.After, "after", "with --snapshot-id only, for resume lines of earlier versions: ignored, the stored position decides")
 	if err := parseFlags(fs, snapshotSynopsis, args, stdout); err != nil {
 		return err
 	}
@@ -56,9 +55,13 @@ func snapshotPurchases(ctx context.Context, args, environ []string, stdout, stde
 		return err
 	}
 	defer db.Close()
-	res, err := promotion.Snapshot(ctx, db, opts, snapshotReport{stderr})
-	if errors.Is(err, promotion.ErrInvalidSnapshot) {
+	report := snapshotReport{w: stderr, resume: func(id uuid.UUID) string { return resumeCommand(opts, id) }}
+	res, err := promotion.Snapshot(ctx, db, opts, report)
+	switch {
+	case errors.Is(err, promotion.ErrInvalidSnapshot):
 		return usageError{fmt.Sprintf("%s: %v", name, err)}
+	case errors.Is(err, promotion.ErrSnapshotNotFound):
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	if res.SnapshotID != uuid.Nil {
 		if perr := printJSONLines(stdout, []promotion.SnapshotResult{res}); perr != nil {
@@ -67,55 +70,59 @@ func snapshotPurchases(ctx context.Context, args, environ []string, stdout, stde
 	}
 	if err != nil {
 		if res.SnapshotID != uuid.Nil {
-			fmt.Fprintf(stderr, "pin: %s: to resume: %s\n", name, resumeCommand(opts, res))
+			fmt.Fprintf(stderr, "pin: %s: to resume: %s\n", name, resumeCommand(opts, res.SnapshotID))
 		}
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }
 
-// uuidFlag defines a flag that parses into id.
+// uuidFlag defines a flag that parses into id and refuses the nil UUID,
+// which names nothing (as --tenant it would read as "every tenant").
 func uuidFlag(fs *flag.FlagSet, id *uuid.UUID, name, usage string) {
-	fs.Func(name, usage, func(s string) error {
-		parsed, err := uuid.Parse(s)
-		if err != nil {
-			return fmt.Errorf("%q is not a UUID", s)
-		}
-		*id = parsed
-		return nil
+	fs.Func(name, usage, func(s string) (err error) {
+		*id, err = parseUUID(s)
+		return err
 	})
 }
 
-// resumeCommand is the command line that resumes a stopped run: its
-// options as given, its id, and the last purchase it did.
-func resumeCommand(o promotion.SnapshotOptions, res promotion.SnapshotResult) string {
-	parts := []string{"pin promotion snapshot"}
-	if o.TenantID != uuid.Nil {
-		parts = append(parts, "--tenant", o.TenantID.String())
+// parseUUID parses a flag's UUID, the nil one refused.
+func parseUUID(s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
+	switch {
+	case err != nil:
+		return uuid.Nil, fmt.Errorf("%q is not a UUID", s)
+	case id == uuid.Nil:
+		return uuid.Nil, fmt.Errorf("%q is the nil UUID, which names nothing", s)
 	}
-	for _, id := range o.PurchaseIDs {
-		parts = append(parts, "--purchase", id.String())
-	}
-	if o.TargetKind != "" {
-		parts = append(parts, "--target-kind", o.TargetKind)
-	}
-	if o.IncludeEnded {
-		parts = append(parts, "--include-ended")
-	}
-	parts = append(parts, "--rate", strconv.Itoa(o.Rate), "--batch-size", strconv.Itoa(o.BatchSize),
-		"--snapshot-id", res.SnapshotID.String())
-	if res.After != uuid.Nil {
-		parts = append(parts, "--after", res.After.String())
-	}
-	return strings.Join(parts, " ")
+	return id, nil
 }
 
-// snapshotReport writes a run's progress and the purchases it leaves out
-// to stderr, one line each.
-type snapshotReport struct{ w io.Writer }
+// resumeCommand is the command line that resumes the snapshot id: the id
+// alone (the snapshot's filter and position are stored), with the pace
+// this run was given.
+func resumeCommand(o promotion.SnapshotOptions, id uuid.UUID) string {
+	return strings.Join([]string{"pin promotion snapshot --snapshot-id", id.String(),
+		"--rate", strconv.Itoa(o.Rate), "--batch-size", strconv.Itoa(o.BatchSize)}, " ")
+}
+
+// snapshotReport writes a run's start, progress and the purchases it
+// leaves out to stderr, one line each.
+type snapshotReport struct {
+	w      io.Writer
+	resume func(uuid.UUID) string
+}
+
+func (r snapshotReport) Started(p promotion.SnapshotResult) {
+	from := "from the start"
+	if p.After != uuid.Nil {
+		from = fmt.Sprintf("after purchase %s (%d events before)", p.After, p.TotalEvents)
+	}
+	fmt.Fprintf(r.w, "snapshot %s: running %s; after any stop, resume it with: %s\n", p.SnapshotID, from, r.resume(p.SnapshotID))
+}
 
 func (r snapshotReport) Progress(p promotion.SnapshotResult) {
-	fmt.Fprintf(r.w, "snapshot %s: %d events, %d failed, last purchase %s\n", p.SnapshotID, p.Events, p.Failed, p.After)
+	fmt.Fprintf(r.w, "snapshot %s: %d events (%d in all), %d failed, last purchase %s\n", p.SnapshotID, p.Events, p.TotalEvents, p.Failed, p.After)
 }
 
 func (r snapshotReport) Failed(f promotion.FailedSnapshot) {

@@ -41,11 +41,12 @@ const (
 
 // snapshotResult is the JSON line `pin promotion snapshot` prints.
 type snapshotResult struct {
-	SnapshotID string `json:"snapshotId"`
-	Events     int    `json:"events"`
-	Failed     int    `json:"failed"`
-	After      string `json:"after"`
-	Complete   bool   `json:"complete"`
+	SnapshotID  string `json:"snapshotId"`
+	Events      int    `json:"events"`
+	Failed      int    `json:"failed"`
+	TotalEvents int    `json:"totalEvents"`
+	After       string `json:"after"`
+	Complete    bool   `json:"complete"`
 }
 
 func parseSnapshotResult(t *testing.T, out string) snapshotResult {
@@ -59,15 +60,16 @@ func parseSnapshotResult(t *testing.T, out string) snapshotResult {
 	return res
 }
 
-// TestPromotionSnapshotRepublishesATenantsActivePurchases runs `pin
+// TestPromotionSnapshotRedeliversATenantsActivePurchases runs `pin
 // promotion snapshot --tenant T` beside `pin dev` (its boost projection
 // on): a tenant with two Active purchases and one Cancelled gets "events":2.
-// Each Active one soon has a second record on the topic, with
-// event_origin=snapshot, its stored version, a new messageId, the snapshot
-// id as correlation_id and a value valid by the schema; the Cancelled one
-// and another tenant's get none, and the projection, once it has taken the
-// records, is what it was. Bad command lines exit 2 and write nothing.
-func TestPromotionSnapshotRepublishesATenantsActivePurchases(t *testing.T) {
+// Each Active one soon has a second record on the topic: its transition's
+// record again, value byte for byte (messageId, occurredAt, version,
+// payload), with event_origin=snapshot and the snapshot id as
+// correlation_id. The Cancelled one and another tenant's get none; the
+// projection takes both as duplicates and is what it was. Bad command lines
+// exit 2, an unknown snapshot id exits 1, and they write nothing.
+func TestPromotionSnapshotRedeliversATenantsActivePurchases(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
 	env := []string{"PIN_DATABASE_URL=" + db.URL}
@@ -87,17 +89,25 @@ func TestPromotionSnapshotRepublishesATenantsActivePurchases(t *testing.T) {
 		return nil
 	})
 	before := queryStrings(t, db, boostProjected)
-	inbox := countRows(t, db, `SELECT count(*) FROM consumer.inbox WHERE consumer = 'boost'`)
+	duplicates := metricValue(t, s, `pin_consumer_duplicates_total{consumer="boost"}`)
 
+	nilUUID := uuid.Nil.String()
 	for _, args := range [][]string{
 		{"--tenant", "not-a-uuid"}, {"--purchase", "x"}, {"--target-kind", "Billboard"}, {"--rate", "0"},
 		{"--rate", "-3"}, {"--batch-size", "0"}, {"--after", "nope"}, {"extra"},
+		{"--tenant", nilUUID}, {"--snapshot-id", nilUUID}, {"--purchase", nilUUID},
+		{"--after", uuid.NewString()}, {"--tenant", tenant.String(), "--after", uuid.NewString()},
 	} {
 		_, stderr, code := run(t, env, append([]string{"promotion", "snapshot"}, args...)...)
 		require.Equal(t, 2, code, "pin promotion snapshot %v: %s", args, stderr)
+		require.Regexp(t, `^pin: promotion snapshot: .+\n$`, lastLine(stderr), "one line says what is wrong")
 	}
+	_, stderr, code := run(t, env, "promotion", "snapshot", "--snapshot-id", uuid.NewString())
+	require.Equal(t, 1, code, "an unknown snapshot: %s", stderr)
+	require.Contains(t, stderr, "no snapshot has the id")
 	require.Zero(t, countRows(t, db, `SELECT count(*) FROM outbox.pin_promotion_purchase_changed_v1
 		WHERE metadata->>'event_origin' IS NOT NULL`), "a refused command line writes nothing")
+	require.Zero(t, countRows(t, db, `SELECT count(*) FROM promotion.snapshot_runs`), "and stores no snapshot")
 	out, stderr, code := run(t, env, "promotion", "snapshot", "--help")
 	require.Equal(t, 0, code, stderr)
 	for _, flag := range []string{"-tenant", "-purchase", "-target-kind", "-include-ended", "-rate", "-after", "-snapshot-id"} {
@@ -121,30 +131,43 @@ func TestPromotionSnapshotRepublishesATenantsActivePurchases(t *testing.T) {
 		require.NotContains(t, transition, "event_origin", "a transition carries no origin")
 		require.Equal(t, "snapshot", snapshot["event_origin"])
 		require.Equal(t, res.SnapshotID, snapshot["correlation_id"])
-		require.NotEqual(t, transition["message_id"], snapshot["message_id"], "a new messageId")
-		var envelope struct {
-			MessageID string `json:"messageId"`
-			Payload   struct {
-				Status  string `json:"status"`
-				Version int64  `json:"version"`
-			} `json:"payload"`
-		}
-		require.NoError(t, json.Unmarshal(records[1].Value, &envelope))
-		require.Equal(t, snapshot["message_id"], envelope.MessageID)
-		var stored int64
-		require.NoError(t, db.SQL.QueryRow(`SELECT version FROM promotion.promotion_purchases WHERE id = $1`, id).Scan(&stored))
-		require.Equal(t, stored, envelope.Payload.Version, "its stored version")
-		require.Equal(t, "Active", envelope.Payload.Status)
+		require.Equal(t, transition["message_id"], snapshot["message_id"], "the same messageId: a redelivery")
+		requireSameEvent(t, records[0].Value, records[1].Value)
+		require.Equal(t, string(records[0].Value), string(records[1].Value), "the value, byte for byte")
+		require.Equal(t, string(records[0].Key), string(records[1].Key))
 		testbed.RequireValidJSON(t, contract.JSONSchema(), records[1].Value)
 	}
 
 	testbed.Eventually(t, func() error {
-		if n := countRows(t, db, `SELECT count(*) FROM consumer.inbox WHERE consumer = 'boost'`); n < inbox+2 {
-			return fmt.Errorf("the projection took %d of the 2 snapshot records", n-inbox)
+		if n := metricValue(t, s, `pin_consumer_duplicates_total{consumer="boost"}`); n < duplicates+2 {
+			return fmt.Errorf("the projection took %v of the 2 snapshot records as duplicates", n-duplicates)
 		}
 		return nil
 	})
 	require.Equal(t, before, queryStrings(t, db, boostProjected), "the boost projection does not move")
+}
+
+// requireSameEvent fails t unless two record values carry one event: the
+// same messageId, occurredAt, version, and payload equal as JSON.
+func requireSameEvent(t *testing.T, want, got []byte) {
+	t.Helper()
+	type event struct {
+		MessageID  string          `json:"messageId"`
+		OccurredAt string          `json:"occurredAt"`
+		Payload    json.RawMessage `json:"payload"`
+	}
+	var w, g event
+	require.NoError(t, json.Unmarshal(want, &w))
+	require.NoError(t, json.Unmarshal(got, &g))
+	require.Equal(t, w.MessageID, g.MessageID)
+	require.Equal(t, w.OccurredAt, g.OccurredAt)
+	require.JSONEq(t, string(w.Payload), string(g.Payload), "the payload, version included")
+}
+
+// lastLine is the last non-empty line of out, with its newline.
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	return lines[len(lines)-1] + "\n"
 }
 
 // recordHeaders are a record's headers by name.
@@ -159,8 +182,9 @@ func recordHeaders(r *kgo.Record) map[string]string {
 // TestPromotionSnapshotStopsAndResumes stops a slow snapshot (one event a
 // second) with SIGINT once it has written its first event: it exits 1 after
 // the batch in flight, prints its result so far and the command that
-// resumes it; that command writes the rest under the same snapshot id, so
-// every purchase has exactly one event of the snapshot.
+// resumes it, by its id alone; that command writes the rest under the same
+// snapshot id, so every purchase has exactly one event of the snapshot.
+// Resuming the complete snapshot writes nothing more.
 func TestPromotionSnapshotStopsAndResumes(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
@@ -188,8 +212,7 @@ func TestPromotionSnapshotStopsAndResumes(t *testing.T) {
 	require.Less(t, stopped.Events, len(ids))
 	resume := regexp.MustCompile(`to resume: pin (promotion snapshot .*)`).FindStringSubmatch(errOut.String())
 	require.NotNil(t, resume, "how to resume: %s", errOut.String())
-	require.Contains(t, resume[1], "--snapshot-id "+stopped.SnapshotID)
-	require.Contains(t, resume[1], "--after "+stopped.After)
+	require.Equal(t, "promotion snapshot --snapshot-id "+stopped.SnapshotID+" --rate 1 --batch-size 100", resume[1])
 
 	args := strings.Fields(strings.Replace(resume[1], "--rate 1 ", "--rate 1000 ", 1))
 	resumedOut, stderr, code := run(t, env, args...)
@@ -198,9 +221,76 @@ func TestPromotionSnapshotStopsAndResumes(t *testing.T) {
 	require.True(t, resumed.Complete)
 	require.Equal(t, stopped.SnapshotID, resumed.SnapshotID)
 	require.Equal(t, len(ids), stopped.Events+resumed.Events)
+	require.Equal(t, len(ids), resumed.TotalEvents)
 	slices.Sort(ids)
 	require.Equal(t, ids, queryStrings(t, db, snapshotPurchases, stopped.SnapshotID),
 		"every purchase once, across the stop")
+
+	againOut, stderr, code := run(t, env, "promotion", "snapshot", "--snapshot-id", stopped.SnapshotID, "--after", ids[0])
+	require.Equal(t, 0, code, stderr)
+	again := parseSnapshotResult(t, againOut)
+	require.Equal(t, snapshotResult{SnapshotID: stopped.SnapshotID, TotalEvents: len(ids), After: ids[len(ids)-1], Complete: true}, again,
+		"a complete snapshot: nothing more, whatever --after says")
+	require.Equal(t, ids, queryStrings(t, db, snapshotPurchases, stopped.SnapshotID))
+}
+
+// TestPromotionSnapshotResumesExactlyAfterSIGKILL kills a snapshot's
+// process with SIGKILL three times, each once it has written more; each
+// time the stored count equals the events in the outbox (a batch and its
+// position commit together), and the id and the resume command were on
+// stderr before the first batch. Resumed by its id alone, the snapshot ends
+// with exactly one event per purchase, none twice.
+func TestPromotionSnapshotResumesExactlyAfterSIGKILL(t *testing.T) {
+	t.Parallel()
+	db := testbed.NewDatabase(t)
+	env := []string{"PIN_DATABASE_URL=" + db.URL}
+	ids := purchasesThroughAPI(t, db, 24)
+	const events = `SELECT count(*) FROM outbox.pin_promotion_purchase_changed_v1 WHERE metadata->>'event_origin' = 'snapshot'`
+
+	var snapshotID string
+	args := []string{"promotion", "snapshot", "--rate", "4", "--batch-size", "2"}
+	for kill := range 3 {
+		written := countRows(t, db, events)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd := pinCmd(ctx, env, args...)
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		require.NoError(t, cmd.Start())
+		testbed.Eventually(t, func() error {
+			if countRows(t, db, events) <= written {
+				return fmt.Errorf("kill %d: no new snapshot event yet", kill)
+			}
+			return nil
+		})
+		require.NoError(t, cmd.Process.Kill())
+		_ = cmd.Wait()
+		cancel()
+		require.Equal(t, -1, cmd.ProcessState.ExitCode(), "killed: %s", errOut.String())
+		started := regexp.MustCompile(`snapshot ([0-9a-f-]{36}): running .*resume it with: pin (promotion snapshot --snapshot-id ([0-9a-f-]{36}) .*)`).
+			FindStringSubmatch(errOut.String())
+		require.NotNil(t, started, "the id and the resume command, before the first batch: %s", errOut.String())
+		if snapshotID == "" {
+			snapshotID = started[1]
+		}
+		require.Equal(t, snapshotID, started[3])
+		args = strings.Fields(started[2])
+
+		var stored int
+		require.NoError(t, db.SQL.QueryRow(`SELECT events FROM promotion.snapshot_runs WHERE id = $1`, snapshotID).Scan(&stored))
+		require.Equal(t, countRows(t, db, events), stored, "kill %d: the stored position counts every event written, no more", kill)
+		require.Less(t, stored, len(ids), "kill %d: killed before the end", kill)
+	}
+
+	out, stderr, code := run(t, env, "promotion", "snapshot", "--snapshot-id", snapshotID, "--rate", "1000")
+	require.Equal(t, 0, code, stderr)
+	res := parseSnapshotResult(t, out)
+	require.True(t, res.Complete)
+	require.Equal(t, len(ids), res.TotalEvents)
+	require.Zero(t, countRows(t, db, `SELECT count(*) FROM (SELECT payload->'payload'->>'purchaseId'
+		FROM outbox.pin_promotion_purchase_changed_v1 WHERE metadata->>'event_origin' = 'snapshot'
+		GROUP BY 1 HAVING count(*) > 1) twice`), "no purchase twice")
+	slices.Sort(ids)
+	require.Equal(t, ids, queryStrings(t, db, snapshotPurchases, snapshotID), "every purchase once, across three kills")
 }
 
 // TestBoostProjectionRebuiltFromASnapshotAlone: purchases, cancellations

@@ -25,7 +25,7 @@ import (
 // Environment of BenchmarkSnapshotUnderLoad.
 const (
 	// snapshotPurchasesEnv overrides the Active purchases the snapshot
-	// republishes (default 10000).
+	// redelivers (default 10000).
 	snapshotPurchasesEnv = "PIN_BENCH_SNAPSHOT_PURCHASES"
 	// snapshotRateEnv overrides the snapshot's --rate (default 500).
 	snapshotRateEnv = "PIN_BENCH_SNAPSHOT_RATE"
@@ -62,7 +62,7 @@ const (
 // each kind side by side sees the same. In a window "on", `pin promotion
 // snapshot --rate 500` runs; at its end the command is stopped (SIGINT,
 // after the batch in flight commits) and the next window "on" resumes it
-// with --snapshot-id and --after; a snapshot that completes is followed by
+// with --snapshot-id; a snapshot that completes is followed by
 // a new one. So the snapshot runs at its full rate over every Active
 // purchase, as the issue asks, only cut into pieces.
 //
@@ -185,13 +185,13 @@ type snapshotResult struct {
 	Complete   bool   `json:"complete"`
 }
 
-// resumeArgs are the flags that go on with the stopped run r; none when
-// there is none, or it stopped before its first batch.
+// resumeArgs are the flags that go on with the stopped run r (its id: the
+// snapshot stores its position); none when there is none.
 func (r snapshotResult) resumeArgs() []string {
-	if r.SnapshotID == "" || r.After == "" {
+	if r.SnapshotID == "" {
 		return nil
 	}
-	return []string{"--snapshot-id", r.SnapshotID, "--after", r.After}
+	return []string{"--snapshot-id", r.SnapshotID}
 }
 
 // snapshotRun is one `pin promotion snapshot` process.

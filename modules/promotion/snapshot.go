@@ -16,10 +16,12 @@ import (
 )
 
 // SnapshotOptions are what `pin promotion snapshot` asks for: which
-// purchases (by default every Active one), how fast, and where to resume.
+// purchases (by default every Active one) and how fast, or which stored
+// snapshot to resume.
 type SnapshotOptions struct {
-	// SnapshotID is the run's id, the correlation_id of its events;
-	// uuid.Nil makes a new one. A resumed run passes the id it resumes.
+	// SnapshotID resumes the stored snapshot of that id, with its filter,
+	// from where it stands; uuid.Nil starts a new one. A filter given with
+	// it must be the snapshot's own.
 	SnapshotID uuid.UUID
 	// TenantID restricts the run to one tenant; uuid.Nil for all.
 	TenantID uuid.UUID
@@ -30,7 +32,8 @@ type SnapshotOptions struct {
 	TargetKind string
 	// IncludeEnded takes purchases of every status, not only Active ones.
 	IncludeEnded bool
-	// After resumes a stopped run after this purchase id.
+	// After is accepted with SnapshotID only, for the resume lines of
+	// earlier versions: the stored position decides where a run resumes.
 	After uuid.UUID
 	// Rate is the events per second at most (DefaultSnapshotRate).
 	Rate int
@@ -47,8 +50,9 @@ const (
 )
 
 // SnapshotResult is where a snapshot run stands: its id, the events it
-// wrote, the purchases it left out, the last purchase done and whether it
-// reached the end. It marshals to the JSON line the command prints.
+// wrote (and the snapshot in all), the purchases it left out, the last
+// purchase done and whether it reached the end. It marshals to the JSON
+// line the command prints.
 type SnapshotResult = app.SnapshotProgress
 
 // SnapshotObserver is told of a run's progress and of each purchase it
@@ -63,9 +67,16 @@ type FailedSnapshot = app.FailedSnapshot
 var ErrInvalidSnapshot = app.ErrInvalidSnapshot
 
 // ErrSnapshotStopped is wrapped by Snapshot's error when ctx was cancelled
-// before the end: every batch started committed; resume after the result's
-// After with its SnapshotID.
+// before the end: every batch started committed; SnapshotID alone resumes it.
 var ErrSnapshotStopped = app.ErrSnapshotStopped
+
+// ErrSnapshotNotFound is wrapped by Snapshot's error when SnapshotID names
+// no stored snapshot: nothing is written.
+var ErrSnapshotNotFound = app.ErrSnapshotNotFound
+
+// ErrSnapshotMovedOn is wrapped by Snapshot's error when another process
+// resumed the same snapshot meanwhile: this run stops, the other goes on.
+var ErrSnapshotMovedOn = app.ErrSnapshotMovedOn
 
 // command is the use case's command for o.
 func (o SnapshotOptions) command() app.SnapshotCommand {
@@ -83,10 +94,11 @@ func (o SnapshotOptions) command() app.SnapshotCommand {
 // ErrInvalidSnapshot), before a database is opened.
 func (o SnapshotOptions) Check() error { return o.command().Validate() }
 
-// Snapshot republishes the current state of the purchases o selects: one
-// purchase-changed event each, through the outbox, with its stored state
-// and version, a new messageId, event_origin "snapshot" and the run's id as
-// correlation_id (docs/runbooks/consumer-current-state.md). It needs no
+// Snapshot redelivers, through the outbox, the last published event of each
+// purchase o selects: its messageId, occurredAt, version and payload, with
+// event_origin "snapshot" and the snapshot's id as correlation_id
+// (docs/adr/0012-purchase-snapshot.md). Its position is stored with every
+// batch, so o.SnapshotID alone resumes it after any stop. It needs no
 // Module: an operator's command has only the database.
 func Snapshot(ctx context.Context, db *sql.DB, o SnapshotOptions, obs SnapshotObserver) (SnapshotResult, error) {
 	publisher, err := outbox.NewPublisher(noop.NewTracerProvider())

@@ -61,6 +61,13 @@ var states = map[string]fixture{
 		"no instance running", func(t *testing.T, w *world) {
 		purchases(t, w, 2, 1)
 	}},
+	"snapshot-stopped": {"state active and a snapshot <snapshot_id> of the Project purchases stored but stopped before its " +
+		"first batch (what a SIGKILL right after its start leaves)", func(t *testing.T, w *world) {
+		purchases(t, w, 2, 1)
+		w.values["snapshot_id"] = uuid.NewString()
+		sqlExec(t, w, `INSERT INTO promotion.snapshot_runs (id, target_kind, include_ended, started_at, updated_at)
+			VALUES ($1, 'Project', false, now(), now())`, w.values["snapshot_id"])
+	}},
 	"due": {"three Active purchases past their end (<purchase_id> the first), no instance running", func(t *testing.T, w *world) {
 		due(t, w, 3, 1)
 	}},

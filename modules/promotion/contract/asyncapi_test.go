@@ -106,6 +106,10 @@ func TestAsyncAPIDocument(t *testing.T) {
 	require.Equal(t, want, names, "headers documented = header constants")
 	require.Equal(t, contract.EventType, at(t, headers, "properties", contract.HeaderEventType, "const"))
 	require.Equal(t, "1", at(t, headers, "properties", contract.HeaderContractVersion, "const"))
+	origin := at(t, headers, "properties", contract.HeaderEventOrigin, "description").(string)
+	require.Contains(t, strings.Join(strings.Fields(origin), " "), "a redelivery of the purchase's last event",
+		"a snapshot redelivers (ADR 0012), and the document says so")
+	require.NotContains(t, origin, "new messageId")
 }
 
 // TestAsyncAPIExamples validates every example's payload against the JSON

@@ -43,15 +43,16 @@ const (
 	// a trace was active.
 	HeaderTraceparent = "traceparent"
 	// HeaderEventOrigin says why the record was written: "snapshot" for a
-	// record of `pin promotion snapshot` (the purchase's stored state and
-	// version, published again); "transition", or no such header, for a
-	// status transition.
+	// record of `pin promotion snapshot` (the purchase's last event
+	// redelivered: same messageId, occurredAt, version and payload);
+	// "transition", or no such header, for a status transition.
 	HeaderEventOrigin = "event_origin"
 )
 
 // The values of HeaderEventOrigin.
 const (
-	// EventOriginSnapshot marks a record of `pin promotion snapshot`.
+	// EventOriginSnapshot marks a record of `pin promotion snapshot`: a
+	// redelivery, which a consumer dedupes like any other.
 	EventOriginSnapshot = "snapshot"
 	// EventOriginTransition marks a status transition's record; producers
 	// leave the header out instead, which means the same.

@@ -193,11 +193,11 @@ func prepareExpiry(ctx context.Context, events Publications, m purchaseModel, ta
 	}
 	// occurredAt is the transition's moment: UpdatedAt, which Expire set to
 	// the cycle's AsOf.
-	msgs, err := events.messages(ctx, p, p.UpdatedAt())
+	msgs, ev, err := events.messages(ctx, p, p.UpdatedAt())
 	if err != nil {
 		return expiryCandidate{}, err
 	}
-	return expiryCandidate{transition: transition{purchase: p, previousVersion: previous, loaded: &m}, events: msgs}, nil
+	return expiryCandidate{transition: transition{purchase: p, previousVersion: previous, loaded: &m, event: ev}, events: msgs}, nil
 }
 
 // CountDue implements app.ExpireStore. It is an index-only count on the

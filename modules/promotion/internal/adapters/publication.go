@@ -2,6 +2,7 @@ package adapters
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -68,16 +69,46 @@ func publicationsOrV1(ps []Publication) (Publications, error) {
 	return Publications(ps), nil
 }
 
+// lastEvent is what a purchase row keeps of the last event published for
+// it (last_event_id, last_event_at): a snapshot redelivers that event.
+type lastEvent struct {
+	id uuid.UUID
+	at time.Time
+}
+
+// legacyEventNamespace names the ids derived for purchases whose last event
+// predates last_event_id and left the outbox (docs/adr/0012-purchase-snapshot.md).
+var legacyEventNamespace = uuid.MustParse("6f1d2c58-3b7e-4c1a-9d0e-5a8b7c6d4e21")
+
+// storedLastEvent is the event a snapshot redelivers for a purchase row:
+// the one it stores, else a UUIDv5 of (purchase id, version) at updatedAt,
+// the same on every snapshot until the next transition.
+func storedLastEvent(purchaseID uuid.UUID, version int64, updatedAt time.Time, id uuid.NullUUID, at sql.NullTime) lastEvent {
+	if id.Valid && at.Valid {
+		return lastEvent{id: id.UUID, at: at.Time}
+	}
+	return lastEvent{id: uuid.NewSHA1(legacyEventNamespace, fmt.Appendf(nil, "%s/%d", purchaseID, version)), at: updatedAt}
+}
+
 // messages builds p's message for every publication, index-aligned with ps,
-// under one fresh messageId (a UUIDv7).
-func (ps Publications) messages(ctx context.Context, p *domain.Purchase, occurredAt time.Time) ([]*message.Message, error) {
+// under one fresh messageId (a UUIDv7), and returns what its row keeps of it.
+func (ps Publications) messages(ctx context.Context, p *domain.Purchase, occurredAt time.Time) ([]*message.Message, lastEvent, error) {
 	messageID, err := uuid.NewV7()
 	if err != nil {
-		return nil, fmt.Errorf("purchase-changed event of %s: message id: %w", p.ID(), err)
+		return nil, lastEvent{}, fmt.Errorf("purchase-changed event of %s: message id: %w", p.ID(), err)
 	}
+	ev := lastEvent{id: messageID, at: occurredAt}
+	msgs, err := ps.messagesOf(ctx, p, ev)
+	return msgs, ev, err
+}
+
+// messagesOf builds p's message for every publication under ev's messageId
+// and occurredAt: a new event's, or the one a snapshot redelivers.
+func (ps Publications) messagesOf(ctx context.Context, p *domain.Purchase, ev lastEvent) ([]*message.Message, error) {
 	msgs := make([]*message.Message, len(ps))
 	for i, pub := range ps {
-		if msgs[i], err = pub.Message(ctx, p, occurredAt, messageID); err != nil {
+		var err error
+		if msgs[i], err = pub.Message(ctx, p, ev.at, ev.id); err != nil {
 			return nil, err
 		}
 		// A statement's outbox CTE stores a message only with the row its

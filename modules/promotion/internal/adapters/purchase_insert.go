@@ -107,7 +107,7 @@ func (p pool) QueryContext(ctx context.Context, query string, args ...any) (wate
 // share-locked until the transaction ends.
 func (r *PurchaseRepository) insert(ctx context.Context, q querier, b *builtPurchase) (bool, error) {
 	p := b.purchase
-	msgs, err := r.events.messages(ctx, p, p.UpdatedAt())
+	msgs, ev, err := r.events.messages(ctx, p, p.UpdatedAt())
 	if err != nil {
 		return false, err
 	}
@@ -115,7 +115,7 @@ func (r *PurchaseRepository) insert(ctx context.Context, q querier, b *builtPurc
 	if err != nil {
 		return false, fmt.Errorf("publish purchase-changed of %s: %w", p.ID(), err)
 	}
-	events, args := bs.ctes("purchase", insertPurchaseArgs(b.pkg, p))
+	events, args := bs.ctes("purchase", insertPurchaseArgs(b.pkg, p, ev))
 	n, err := queryCount(ctx, q, insertPurchaseCTEs+events+"\nSELECT count(*) FROM purchase", args)
 	if err := bs.done(err); err != nil {
 		return false, fmt.Errorf("insert purchase %s: %w", p.ID(), err)
@@ -138,19 +138,19 @@ func queryCount(ctx context.Context, q querier, query string, args []any) (int, 
 }
 
 // insertPurchaseArgs are insertPurchaseCTEs' parameters for p, built from
-// pkg.
-func insertPurchaseArgs(pkg *domain.Package, p *domain.Purchase) []any {
+// pkg, with ev its event.
+func insertPurchaseArgs(pkg *domain.Package, p *domain.Purchase, ev lastEvent) []any {
 	m, targets := toDBPurchase(p)
 	price := pkg.Price()
 	kinds, ids, positions := make([]string, len(targets)), make([]string, len(targets)), make([]int16, len(targets))
 	for i, t := range targets {
 		kinds[i], ids[i], positions[i] = t.TargetKind, t.TargetID.String(), t.Position
 	}
-	args := make([]any, 0, 10+len(purchaseColumns)+3)
+	args := make([]any, 0, 10+len(purchaseColumns)+5)
 	args = append(args, pkg.ID().String(), pkg.Code(), string(pkg.Kind()), pkg.DurationDays(), pkg.BoostWeight(),
 		price.Amount(), price.CurrencyID(), price.Currency().IsoCode, price.Currency().Name, price.Currency().Sign)
 	args = append(args, purchaseValues(m)...)
-	return append(args, kinds, ids, positions)
+	return append(args, kinds, ids, positions, ev.id, ev.at)
 }
 
 // purchaseValues are m's values in the order of purchaseColumns (the order

@@ -226,7 +226,11 @@ func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, u
 // on since it was read, nothing is written and the error wraps
 // ErrVersionConflict (an apperror conflict).
 func (r *PurchaseRepository) saveTransition(ctx context.Context, tx postgres.Tx, p *domain.Purchase, previousVersion int64) error {
-	_, unwritten, err := writeTransitionSet(ctx, tx, []transition{{purchase: p, previousVersion: previousVersion}})
+	msgs, ev, err := r.events.messages(ctx, p, p.UpdatedAt())
+	if err != nil {
+		return err
+	}
+	_, unwritten, err := writeTransitionSet(ctx, tx, []transition{{purchase: p, previousVersion: previousVersion, event: ev}})
 	if err != nil {
 		return fmt.Errorf("update purchase %s: %w", p.ID(), err)
 	}
@@ -234,16 +238,6 @@ func (r *PurchaseRepository) saveTransition(ctx context.Context, tx postgres.Tx,
 		return &apperror.Error{Kind: apperror.KindConflict, Slug: "purchase-version-conflict",
 			Detail: fmt.Sprintf("Purchase %s was changed concurrently; reload it and try again.", p.ID()),
 			Err:    ErrVersionConflict}
-	}
-	return r.publish(ctx, tx, p)
-}
-
-// publish puts the event of p's current state into the outbox of each
-// publication within tx.
-func (r *PurchaseRepository) publish(ctx context.Context, tx postgres.Tx, p *domain.Purchase) error {
-	msgs, err := r.events.messages(ctx, p, p.UpdatedAt())
-	if err != nil {
-		return err
 	}
 	if err := r.events.publish(ctx, tx, r.outbox, msgs); err != nil {
 		return fmt.Errorf("publish purchase-changed of %s: %w", p.ID(), err)

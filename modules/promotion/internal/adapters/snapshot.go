@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 
 	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
@@ -21,9 +23,11 @@ import (
 //go:embed sql/snapshot_select_batch.sql
 var snapshotSelectBatchQuery string
 
-// SnapshotRepository is a snapshot's storage: it locks a batch of
-// purchases and writes their events into the outbox, in one transaction
-// per batch. It needs only the database, as `pin promotion snapshot` has.
+// SnapshotRepository is a snapshot's storage: it keeps each snapshot's
+// filter and position, locks a batch of purchases and redelivers their last
+// events into the outbox, in one transaction per batch that also moves the
+// snapshot's position. It needs only the database, as `pin promotion
+// snapshot` has.
 type SnapshotRepository struct {
 	db     *sql.DB
 	outbox *outbox.Publisher
@@ -46,8 +50,52 @@ func NewSnapshotRepository(db *sql.DB, publisher *outbox.Publisher, publications
 	return &SnapshotRepository{db: db, outbox: publisher, events: events}, nil
 }
 
-// SnapshotBatch implements app.SnapshotStore: three round trips and the
-// commit (BEGIN, the locking selection, the outbox insert per publication).
+// snapshotRunsTable keeps each snapshot's filter and position
+// (migrations/00008_snapshot_redelivery.sql).
+const snapshotRunsTable = "promotion.snapshot_runs"
+
+// StartSnapshot implements app.SnapshotStore.
+func (r *SnapshotRepository) StartSnapshot(ctx context.Context, run app.SnapshotRun) error {
+	tenant, kind := snapshotFilterArgs(run.Filter)
+	_, err := r.db.ExecContext(ctx, `INSERT INTO `+snapshotRunsTable+`
+		(id, tenant_id, purchase_ids, target_kind, include_ended, started_at, updated_at)
+		VALUES ($1, $2, $3::uuid[], $4, $5, now(), now())`,
+		run.ID, tenant, uuidStrings(run.Filter.PurchaseIDs), kind, run.Filter.IncludeEnded)
+	if err != nil {
+		return fmt.Errorf("store snapshot %s: %w", run.ID, err)
+	}
+	return nil
+}
+
+// Snapshot implements app.SnapshotStore.
+func (r *SnapshotRepository) Snapshot(ctx context.Context, id uuid.UUID) (app.SnapshotRun, error) {
+	run := app.SnapshotRun{ID: id}
+	var tenant uuid.NullUUID
+	var purchases string
+	var kind sql.NullString
+	err := r.db.QueryRowContext(ctx, `SELECT tenant_id, array_to_string(purchase_ids, ','), target_kind, include_ended,
+		after_purchase_id, events, failed, completed_at IS NOT NULL FROM `+snapshotRunsTable+` WHERE id = $1`, id).
+		Scan(&tenant, &purchases, &kind, &run.Filter.IncludeEnded, &run.After, &run.Events, &run.Failed, &run.Complete)
+	if errors.Is(err, sql.ErrNoRows) {
+		return app.SnapshotRun{}, fmt.Errorf("%w: no snapshot has the id %s", app.ErrSnapshotNotFound, id)
+	}
+	if err != nil {
+		return app.SnapshotRun{}, fmt.Errorf("read snapshot %s: %w", id, err)
+	}
+	run.Filter.TenantID, run.Filter.TargetKind = tenant.UUID, domain.TargetKind(kind.String)
+	for _, s := range strings.FieldsFunc(purchases, func(r rune) bool { return r == ',' }) {
+		id, err := uuid.Parse(s)
+		if err != nil {
+			return app.SnapshotRun{}, fmt.Errorf("read snapshot %s: purchase %q: %w", run.ID, s, err)
+		}
+		run.Filter.PurchaseIDs = append(run.Filter.PurchaseIDs, id)
+	}
+	return run, nil
+}
+
+// SnapshotBatch implements app.SnapshotStore: five round trips and the
+// commit (BEGIN, the snapshot's row locked, the locking selection, the
+// outbox insert per publication, the snapshot's row moved on).
 func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBatch) (app.SnapshotBatchResult, error) {
 	if b.Limit <= 0 || b.SnapshotID == uuid.Nil {
 		return app.SnapshotBatchResult{}, errors.New("snapshot batch: a positive limit and a snapshot id are required")
@@ -55,17 +103,20 @@ func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBa
 	var res app.SnapshotBatchResult
 	err := postgres.InSQLTx(ctx, r.db, "snapshot batch", func(sqlTx *sql.Tx) error {
 		tx := postgres.Tx{Exec: watermillsql.TxFromStdSQL(sqlTx)}
+		if err := lockSnapshotAt(ctx, sqlTx, b); err != nil {
+			return err
+		}
 		rows, targets, err := selectSnapshotBatch(ctx, tx, b)
 		if err != nil {
 			return err
 		}
-		res = app.SnapshotBatchResult{Read: len(rows)}
+		res = app.SnapshotBatchResult{Read: len(rows), Last: b.After}
 		events := make([][]*message.Message, 0, len(rows))
-		for _, m := range rows {
-			res.Last = m.ID
-			msgs, err := r.snapshotMessages(ctx, m, targets[m.ID], b.SnapshotID)
+		for _, row := range rows {
+			res.Last = row.ID
+			msgs, err := r.snapshotMessages(ctx, row, targets[row.ID], b.SnapshotID)
 			if err != nil {
-				res.Failed = append(res.Failed, app.FailedSnapshot{PurchaseID: m.ID, Err: err})
+				res.Failed = append(res.Failed, app.FailedSnapshot{PurchaseID: row.ID, Err: err})
 				continue
 			}
 			events = append(events, msgs)
@@ -76,6 +127,13 @@ func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBa
 			}
 		}
 		res.Events = len(events)
+		_, err = sqlTx.ExecContext(ctx, `UPDATE `+snapshotRunsTable+`
+			SET after_purchase_id = $2, events = events + $3, failed = failed + $4, updated_at = now(),
+				completed_at = CASE WHEN $5 THEN now() END
+			WHERE id = $1`, b.SnapshotID, res.Last, res.Events, len(res.Failed), res.Read < b.Limit)
+		if err != nil {
+			return fmt.Errorf("snapshot batch: move snapshot %s on: %w", b.SnapshotID, err)
+		}
 		return nil
 	})
 	if err != nil {
@@ -84,16 +142,36 @@ func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBa
 	return res, nil
 }
 
-// snapshotMessages builds a purchase's event for every publication as a
-// transition builds it, at its stored version and with its last
-// transition's moment (updated_at) as occurredAt, and marks them as the
-// snapshot's: event_origin and the snapshot's id as correlation id.
-func (r *SnapshotRepository) snapshotMessages(ctx context.Context, m purchaseModel, targets []targetModel, snapshotID uuid.UUID) ([]*message.Message, error) {
-	p, err := toDomainPurchase(m, targets)
+// lockSnapshotAt locks the snapshot's row until the batch commits, so two
+// processes resuming one snapshot take turns, and checks that it stands at
+// b.After: a turn taken by the other process is refused, not repeated.
+func lockSnapshotAt(ctx context.Context, tx *sql.Tx, b app.SnapshotBatch) error {
+	var after uuid.UUID
+	var complete bool
+	err := tx.QueryRowContext(ctx, `SELECT after_purchase_id, completed_at IS NOT NULL FROM `+snapshotRunsTable+`
+		WHERE id = $1 FOR UPDATE`, b.SnapshotID).Scan(&after, &complete)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w: no snapshot has the id %s", app.ErrSnapshotNotFound, b.SnapshotID)
+	case err != nil:
+		return fmt.Errorf("lock snapshot %s: %w", b.SnapshotID, err)
+	case after != b.After || complete:
+		return fmt.Errorf("%w: it stands after %s (complete: %t), this run left it after %s",
+			app.ErrSnapshotMovedOn, after, complete, b.After)
+	}
+	return nil
+}
+
+// snapshotMessages rebuilds, for every publication, a purchase's last
+// published event: from its row (the state after its last transition) under
+// the messageId and occurredAt the row keeps (storedLastEvent), and marks
+// them as the snapshot's: event_origin and the snapshot's id as correlation id.
+func (r *SnapshotRepository) snapshotMessages(ctx context.Context, row snapshotRow, targets []targetModel, snapshotID uuid.UUID) ([]*message.Message, error) {
+	p, err := toDomainPurchase(row.purchaseModel, targets)
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := r.events.messages(ctx, p, p.UpdatedAt())
+	msgs, err := r.events.messagesOf(ctx, p, storedLastEvent(row.ID, row.Version, row.UpdatedAt, row.lastEventID, row.lastEventAt))
 	if err != nil {
 		return nil, err
 	}
@@ -104,32 +182,42 @@ func (r *SnapshotRepository) snapshotMessages(ctx context.Context, m purchaseMod
 	return msgs, nil
 }
 
+// snapshotRow is a purchase row as a snapshot reads it: with what it keeps
+// of its last event.
+type snapshotRow struct {
+	purchaseModel
+	lastEventID uuid.NullUUID
+	lastEventAt sql.NullTime
+}
+
+// snapshotFilterArgs are a filter's nullable parameters: tenant and target kind.
+func snapshotFilterArgs(f app.SnapshotFilter) (uuid.NullUUID, sql.NullString) {
+	return uuid.NullUUID{UUID: f.TenantID, Valid: f.TenantID != uuid.Nil},
+		sql.NullString{String: string(f.TargetKind), Valid: f.TargetKind != ""}
+}
+
 // selectSnapshotBatch runs snapshotSelectBatchQuery
 // (sql/snapshot_select_batch.sql) and returns the rows locked, in id
 // order, with their targets.
-func selectSnapshotBatch(ctx context.Context, tx postgres.Tx, b app.SnapshotBatch) ([]purchaseModel, map[uuid.UUID][]targetModel, error) {
-	var tenant uuid.NullUUID
-	if b.Filter.TenantID != uuid.Nil {
-		tenant = uuid.NullUUID{UUID: b.Filter.TenantID, Valid: true}
-	}
-	kind := sql.NullString{String: string(b.Filter.TargetKind), Valid: b.Filter.TargetKind != ""}
+func selectSnapshotBatch(ctx context.Context, tx postgres.Tx, b app.SnapshotBatch) ([]snapshotRow, map[uuid.UUID][]targetModel, error) {
+	tenant, kind := snapshotFilterArgs(b.Filter)
 	rows, err := tx.Exec.QueryContext(ctx, snapshotSelectBatchQuery, b.After, b.Limit, b.Filter.IncludeEnded,
 		tenant, uuidStrings(b.Filter.PurchaseIDs), kind)
 	if err != nil {
 		return nil, nil, fmt.Errorf("select snapshot batch: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
-	out := make([]purchaseModel, 0, b.Limit)
+	out := make([]snapshotRow, 0, b.Limit)
 	targets := make(map[uuid.UUID][]targetModel, b.Limit)
 	for rows.Next() {
-		var m purchaseModel
+		var row snapshotRow
 		var ts sql.NullString
-		if err := rows.Scan(append(purchaseFields(&m), &ts)...); err != nil {
+		if err := rows.Scan(append(purchaseFields(&row.purchaseModel), &ts, &row.lastEventID, &row.lastEventAt)...); err != nil {
 			return nil, nil, fmt.Errorf("select snapshot batch: %w", err)
 		}
-		out = append(out, m)
-		if parsed := parseTargets(m.ID, ts.String); parsed != nil {
-			targets[m.ID] = parsed
+		out = append(out, row)
+		if parsed := parseTargets(row.ID, ts.String); parsed != nil {
+			targets[row.ID] = parsed
 		}
 	}
 	if err := rows.Close(); err != nil {

@@ -90,8 +90,31 @@ func (b *snapshotBundle) cancel(ctx context.Context, id uuid.UUID, during func()
 	})
 }
 
+// start stores a new snapshot of f, for tests that run its batches one by one.
+func (b *snapshotBundle) start(tb testing.TB, f app.SnapshotFilter) uuid.UUID {
+	tb.Helper()
+	id := uuid.New()
+	require.NoError(tb, b.store.StartSnapshot(context.Background(), app.SnapshotRun{ID: id, Filter: f}))
+	return id
+}
+
+// buy adds a purchase of pkg through the repository, as the API does: with
+// its Active event in the outbox.
+func (b *snapshotBundle) buy(tb testing.TB, pkg promotiontest.Package) uuid.UUID {
+	tb.Helper()
+	p, err := b.purchases.Add(context.Background(), pkg.ID, nil, func(row *domain.Package) (*domain.Purchase, error) {
+		return domain.NewPurchase(domain.NewPurchaseParams{
+			ID: uuid.New(), TenantID: uuid.New(), CreatedBy: uuid.New(), Package: row,
+			Targets: []domain.TargetRef{{Kind: domain.TargetKindProject, ID: uuid.New()}}, Now: time.Now(),
+		})
+	})
+	require.NoError(tb, err)
+	return p.ID()
+}
+
 type ignoreSnapshotReports struct{}
 
+func (ignoreSnapshotReports) Started(app.SnapshotProgress)  {}
 func (ignoreSnapshotReports) Progress(app.SnapshotProgress) {}
 func (ignoreSnapshotReports) Failed(app.FailedSnapshot)     {}
 
@@ -119,9 +142,11 @@ func sortedIDs(ids ...[]uuid.UUID) []uuid.UUID {
 
 // TestSnapshotWritesEachPurchaseAtItsStoredState: one event per Active
 // purchase in id order, each as a transition's event of the purchase's
-// stored state and version, valid by the contract, under a new message id,
-// with event_origin=snapshot and the run's id as correlation_id; the ended
-// ones get none.
+// stored state and version, valid by the contract, with
+// event_origin=snapshot and the run's id as correlation_id; the ended ones
+// get none. These purchases were stored without an event (as before
+// last_event_id): each gets an id derived from (purchase id, version) and
+// its updated_at, the same on a second run.
 func TestSnapshotWritesEachPurchaseAtItsStoredState(t *testing.T) {
 	t.Parallel()
 	b := newSnapshotBundle(t)
@@ -140,7 +165,7 @@ func TestSnapshotWritesEachPurchaseAtItsStoredState(t *testing.T) {
 		require.Equal(t, e.Envelope.AggregateID.String(), e.Metadata[kafka.MetaPartitionKey])
 		require.Equal(t, contract.EventType, e.Metadata[kafka.MetaEventType])
 		require.Equal(t, e.MessageID, e.Envelope.MessageID.String())
-		require.False(t, seen[e.MessageID], "a new message id per event")
+		require.False(t, seen[e.MessageID], "a message id per purchase")
 		seen[e.MessageID] = true
 		require.NoError(t, e.Envelope.Validate())
 		testbed.RequireValidJSON(t, contract.JSONSchema(), e.Raw)
@@ -153,14 +178,66 @@ func TestSnapshotWritesEachPurchaseAtItsStoredState(t *testing.T) {
 		require.Equal(t, contract.Status(status), e.Envelope.Payload.Status)
 		require.Equal(t, version, e.Envelope.Payload.Version, "the stored version, not a new one")
 		require.True(t, updatedAt.Equal(e.Envelope.OccurredAt), "occurredAt is the last transition's moment")
+		require.Equal(t, adapters.LegacyEventID(e.Envelope.AggregateID, version).String(), e.MessageID)
 		require.Len(t, e.Envelope.Payload.Targets, 2)
 	}
 
 	_, again := b.run(t, app.SnapshotFilter{})
 	require.Len(t, again, 3)
-	for _, e := range again {
-		require.False(t, seen[e.MessageID], "a second run writes new message ids")
+	for i, e := range again {
+		require.Equal(t, events[i].MessageID, e.MessageID, "a second run redelivers the same ids")
+		require.Equal(t, string(events[i].Raw), string(e.Raw))
 	}
+}
+
+// TestSnapshotRedeliversTheLastPublishedEvent: for a purchase bought, one
+// cancelled and one expired through the repositories, a snapshot's record
+// is the last event each published, byte for byte: messageId, occurredAt,
+// version and payload; only event_origin and correlation_id differ. Three
+// snapshots add no message id.
+func TestSnapshotRedeliversTheLastPublishedEvent(t *testing.T) {
+	t.Parallel()
+	b := newSnapshotBundle(t)
+	ctx := context.Background()
+	active, cancelled, expired := b.buy(t, b.project), b.buy(t, b.project), b.buy(t, b.project)
+	require.NoError(t, b.cancel(ctx, cancelled, nil))
+	promotiontest.MakeDue(t, b.db, time.Hour, expired)
+	expiry, err := adapters.NewExpireRepository(b.db.Gorm, promotiontest.Publisher(t, nil))
+	require.NoError(t, err)
+	asOf := time.Now().UTC().Truncate(time.Microsecond)
+	done, err := expiry.ExpireBatch(ctx, app.ExpireBatch{AsOf: asOf, Limit: 10,
+		Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
+	require.NoError(t, err)
+	require.Len(t, done.Expired, 1)
+
+	last := map[uuid.UUID]promotiontest.OutboxEvent{}
+	transitions := promotiontest.OutboxEvents(t, b.db)
+	for _, e := range transitions {
+		last[e.Envelope.AggregateID] = e
+	}
+	require.Len(t, transitions, 5, "three Active events, a Cancelled and an Expired one")
+	for range 3 {
+		res, events := b.run(t, app.SnapshotFilter{IncludeEnded: true})
+		require.Equal(t, 3, res.Events)
+		for _, e := range events {
+			want := last[e.Envelope.AggregateID]
+			require.Equal(t, want.MessageID, e.MessageID)
+			require.Equal(t, string(want.Raw), string(e.Raw), "the event itself, byte for byte")
+			require.Equal(t, contract.EventOriginSnapshot, e.Metadata[kafka.MetaEventOrigin])
+			require.Equal(t, res.SnapshotID.String(), e.Metadata[kafka.MetaCorrelationID])
+			want.Metadata[kafka.MetaEventOrigin] = e.Metadata[kafka.MetaEventOrigin]
+			want.Metadata[kafka.MetaCorrelationID] = e.Metadata[kafka.MetaCorrelationID]
+			require.Equal(t, want.Metadata, e.Metadata, "the other headers too")
+		}
+	}
+	require.Equal(t, map[contract.Status]bool{contract.StatusActive: true, contract.StatusCancelled: true, contract.StatusExpired: true},
+		map[contract.Status]bool{last[active].Envelope.Payload.Status: true, last[cancelled].Envelope.Payload.Status: true,
+			last[expired].Envelope.Payload.Status: true})
+	ids := map[string]bool{}
+	for _, e := range promotiontest.OutboxEvents(t, b.db) {
+		ids[e.MessageID] = true
+	}
+	require.Len(t, ids, 5, "three snapshots, fourteen rows, the five message ids of the transitions")
 }
 
 // TestSnapshotFilters: tenant, purchases, target kind and ended purchases
@@ -200,35 +277,63 @@ func TestSnapshotFilters(t *testing.T) {
 }
 
 // TestSnapshotBatchesWalkTheKeysetOnce: batches of 100 over 250 purchases
-// take each once, in id order, the last one short; resuming after a
-// purchase takes exactly those after it.
+// take each once, in id order; a run stopped after two batches resumes by
+// its id alone from its stored position, and the short batch completes it.
 func TestSnapshotBatchesWalkTheKeysetOnce(t *testing.T) {
 	t.Parallel()
 	b := newSnapshotBundle(t)
 	ids := sortedIDs(promotiontest.InsertPurchases(t, b.db, b.project, 250, promotiontest.Purchases{}))
-	snapshot := uuid.New()
+	snapshot := b.start(t, app.SnapshotFilter{})
 	ctx := context.Background()
 	var after uuid.UUID
-	var reads []int
-	for {
+	for range 2 {
 		res, err := b.store.SnapshotBatch(ctx, app.SnapshotBatch{SnapshotID: snapshot, After: after, Limit: 100})
 		require.NoError(t, err)
-		reads = append(reads, res.Read)
+		require.Equal(t, 100, res.Read)
 		require.Equal(t, res.Read, res.Events)
-		if res.Read < 100 {
-			break
-		}
 		after = res.Last
 	}
-	require.Equal(t, []int{100, 100, 50}, reads)
-	require.Equal(t, ids, purchaseIDsOf(b.snapshotEvents(t, snapshot)))
-
-	resumed := uuid.New()
-	res, err := app.NewSnapshotHandler(b.store, nil).Handle(ctx,
-		app.SnapshotCommand{SnapshotID: resumed, After: ids[136], Rate: 100000, BatchSize: 100}, ignoreSnapshotReports{})
+	stored, err := b.store.Snapshot(ctx, snapshot)
 	require.NoError(t, err)
-	require.Equal(t, 113, res.Events)
-	require.Equal(t, ids[137:], purchaseIDsOf(b.snapshotEvents(t, resumed)))
+	require.Equal(t, app.SnapshotRun{ID: snapshot, After: ids[199], Events: 200}, stored)
+
+	res, err := app.NewSnapshotHandler(b.store, nil).Handle(ctx,
+		app.SnapshotCommand{SnapshotID: snapshot, Rate: 100000, BatchSize: 100}, ignoreSnapshotReports{})
+	require.NoError(t, err)
+	require.Equal(t, 50, res.Events)
+	require.Equal(t, 250, res.TotalEvents)
+	require.True(t, res.Complete)
+	require.Equal(t, ids, purchaseIDsOf(b.snapshotEvents(t, snapshot)), "every purchase once, in id order")
+	stored, err = b.store.Snapshot(ctx, snapshot)
+	require.NoError(t, err)
+	require.Equal(t, app.SnapshotRun{ID: snapshot, After: ids[249], Events: 250, Complete: true}, stored)
+}
+
+// A batch whose snapshot stands elsewhere (another process moved it on), is
+// complete, or is unknown writes nothing; a stored filter reads back whole.
+func TestSnapshotBatchRefusesAPositionNotItsOwn(t *testing.T) {
+	t.Parallel()
+	b := newSnapshotBundle(t)
+	ids := sortedIDs(promotiontest.InsertPurchases(t, b.db, b.project, 3, promotiontest.Purchases{}))
+	ctx := context.Background()
+	filter := app.SnapshotFilter{TenantID: uuid.New(), PurchaseIDs: ids, TargetKind: domain.TargetKindPost, IncludeEnded: true}
+	snapshot := b.start(t, filter)
+	stored, err := b.store.Snapshot(ctx, snapshot)
+	require.NoError(t, err)
+	require.Equal(t, app.SnapshotRun{ID: snapshot, Filter: filter}, stored)
+
+	plain := b.start(t, app.SnapshotFilter{})
+	_, err = b.store.SnapshotBatch(ctx, app.SnapshotBatch{SnapshotID: plain, After: ids[0], Limit: 10})
+	require.ErrorIs(t, err, app.ErrSnapshotMovedOn)
+	_, err = b.store.SnapshotBatch(ctx, app.SnapshotBatch{SnapshotID: plain, Limit: 10})
+	require.NoError(t, err)
+	_, err = b.store.SnapshotBatch(ctx, app.SnapshotBatch{SnapshotID: plain, After: ids[2], Limit: 10})
+	require.ErrorIs(t, err, app.ErrSnapshotMovedOn, "complete")
+	_, err = b.store.SnapshotBatch(ctx, app.SnapshotBatch{SnapshotID: uuid.New(), Limit: 10})
+	require.ErrorIs(t, err, app.ErrSnapshotNotFound)
+	_, err = b.store.Snapshot(ctx, uuid.New())
+	require.ErrorIs(t, err, app.ErrSnapshotNotFound)
+	require.Len(t, b.snapshotEvents(t, plain), 3, "the one batch that stood where the snapshot stood")
 }
 
 // TestSnapshotLeavesOutAPoisonPurchase: a purchase without targets has no
@@ -239,7 +344,7 @@ func TestSnapshotLeavesOutAPoisonPurchase(t *testing.T) {
 	ids := sortedIDs(promotiontest.InsertPurchases(t, b.db, b.project, 5, promotiontest.Purchases{}))
 	_, err := b.db.SQL.Exec(`DELETE FROM promotion.promotion_purchase_targets WHERE purchase_id = $1`, ids[2])
 	require.NoError(t, err)
-	res, err := b.store.SnapshotBatch(context.Background(), app.SnapshotBatch{SnapshotID: uuid.New(), Limit: 10})
+	res, err := b.store.SnapshotBatch(context.Background(), app.SnapshotBatch{SnapshotID: b.start(t, app.SnapshotFilter{}), Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, 5, res.Read)
 	require.Equal(t, 4, res.Events)
@@ -266,7 +371,7 @@ func TestCancelWaitsForTheSnapshotBatchThatHoldsItsPurchase(t *testing.T) {
 	_, err = holder.Exec(`SELECT 1 FROM promotion.promotion_purchases WHERE id = $1 FOR UPDATE`, held)
 	require.NoError(t, err)
 
-	snapshot := uuid.New()
+	snapshot := b.start(t, app.SnapshotFilter{})
 	batchDone := make(chan error, 1)
 	go func() {
 		_, err := b.store.SnapshotBatch(ctx, app.SnapshotBatch{SnapshotID: snapshot, Limit: 10})
@@ -308,7 +413,7 @@ func TestSnapshotBatchWaitsForACancelAndReadsItsResult(t *testing.T) {
 				cancelDone <- b.cancel(ctx, ids[1], func() { close(locked); <-release })
 			}()
 			<-locked
-			snapshot := uuid.New()
+			snapshot := b.start(t, app.SnapshotFilter{IncludeEnded: includeEnded})
 			batchDone := make(chan error, 1)
 			go func() {
 				_, err := b.store.SnapshotBatch(ctx, app.SnapshotBatch{

@@ -13,12 +13,13 @@ import (
 )
 
 // transition is a purchase after a domain transition (cancel, expire), not
-// yet written, with the version it was loaded at and, when the caller kept
-// it, the row it was loaded from.
+// yet written, with the version it was loaded at, when the caller kept it,
+// the row it was loaded from, and its event (what the row keeps of it).
 type transition struct {
 	purchase        *domain.Purchase
 	previousVersion int64
 	loaded          *purchaseModel // nil: every transition column is written
+	event           lastEvent
 }
 
 // transitionColumn is a column of promotion_purchases that a transition
@@ -73,7 +74,7 @@ var transitionColumns = []transitionColumn{
 // at (a row that moved on is not returned). It sets the transition columns
 // that any of ts changes from the row it was loaded from — all of them for
 // a transition without its loaded row — so an expiry writes the three it
-// changes, not all eight.
+// changes, not all eight; and always its event's id and moment (lastEvent).
 func transitionWrite(ts []transition) (string, []any) {
 	rows := make([]purchaseModel, len(ts))
 	ids, prev := make([]string, len(ts)), make([]int64, len(ts))
@@ -100,6 +101,17 @@ func transitionWrite(ts []transition) (string, []any) {
 		names = append(names, c.name)
 		args = append(args, c.values(rows))
 	}
+	eventIDs, eventAts := make([]*string, len(ts)), make([]*time.Time, len(ts))
+	for i, t := range ts {
+		if t.event.id != uuid.Nil {
+			id, at := t.event.id.String(), t.event.at
+			eventIDs[i], eventAts[i] = &id, &at
+		}
+	}
+	set = append(set, "last_event_id = v.last_event_id", "last_event_at = v.last_event_at")
+	arrays = append(arrays, fmt.Sprintf("$%d::uuid[]", len(args)+1), fmt.Sprintf("$%d::timestamptz[]", len(args)+2))
+	names = append(names, "last_event_id", "last_event_at")
+	args = append(args, eventIDs, eventAts)
 	return `UPDATE ` + purchasesTable + ` AS p
 SET ` + strings.Join(set, ", ") + `
 FROM unnest(` + strings.Join(arrays, ", ") + `) AS v(` + strings.Join(names, ", ") + `)

@@ -22,6 +22,7 @@ import (
 type keysetStore struct {
 	ids     []uuid.UUID
 	poison  map[uuid.UUID]bool
+	runs    map[uuid.UUID]app.SnapshotRun
 	batches []app.SnapshotBatch
 	starts  []time.Duration // when each batch started, since the run began
 	began   time.Time
@@ -35,14 +36,33 @@ func newKeysetStore(n int) *keysetStore {
 		ids[i] = uuid.New()
 	}
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	return &keysetStore{ids: ids, poison: map[uuid.UUID]bool{}, began: time.Now()}
+	return &keysetStore{ids: ids, poison: map[uuid.UUID]bool{}, runs: map[uuid.UUID]app.SnapshotRun{}, began: time.Now()}
 }
 
+func (s *keysetStore) StartSnapshot(_ context.Context, run app.SnapshotRun) error {
+	s.runs[run.ID] = run
+	return nil
+}
+
+func (s *keysetStore) Snapshot(_ context.Context, id uuid.UUID) (app.SnapshotRun, error) {
+	run, ok := s.runs[id]
+	if !ok {
+		return app.SnapshotRun{}, app.ErrSnapshotNotFound
+	}
+	return run, nil
+}
+
+// SnapshotBatch serves the batch and moves the stored run, as the
+// database's transaction does; a run not where b says is refused.
 func (s *keysetStore) SnapshotBatch(ctx context.Context, b app.SnapshotBatch) (app.SnapshotBatchResult, error) {
 	s.batches = append(s.batches, b)
 	s.starts = append(s.starts, time.Since(s.began))
 	if s.during != nil {
 		s.during(len(s.batches), ctx)
+	}
+	run := s.runs[b.SnapshotID]
+	if run.After != b.After || run.Complete {
+		return app.SnapshotBatchResult{}, app.ErrSnapshotMovedOn
 	}
 	var res app.SnapshotBatchResult
 	for _, id := range s.ids {
@@ -60,15 +80,23 @@ func (s *keysetStore) SnapshotBatch(ctx context.Context, b app.SnapshotBatch) (a
 		}
 		res.Events++
 	}
+	if res.Read > 0 {
+		run.After = res.Last
+	}
+	run.Events += res.Events
+	run.Complete = res.Read < b.Limit
+	s.runs[b.SnapshotID] = run
 	return res, nil
 }
 
 // observed records what a run reported.
 type observed struct {
+	started  []app.SnapshotProgress
 	progress []app.SnapshotProgress
 	failed   []uuid.UUID
 }
 
+func (o *observed) Started(p app.SnapshotProgress)  { o.started = append(o.started, p) }
 func (o *observed) Progress(p app.SnapshotProgress) { o.progress = append(o.progress, p) }
 func (o *observed) Failed(f app.FailedSnapshot)     { o.failed = append(o.failed, f.PurchaseID) }
 
@@ -141,21 +169,93 @@ func TestSnapshotStopsAfterTheBatchInFlight(t *testing.T) {
 	})
 }
 
-// TestSnapshotResumesAfterThePurchaseGiven runs a stopped run's remainder:
-// the same id, from after the last purchase done, every purchase after it
-// once.
-func TestSnapshotResumesAfterThePurchaseGiven(t *testing.T) {
+// TestSnapshotResumesWhereItsStoredRunStands resumes a stored run by its id
+// alone: its own filter, from its stored position (not an --after given
+// with it), every purchase after it once, and the snapshot's total.
+func TestSnapshotResumesWhereItsStoredRunStands(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		store := newKeysetStore(1000)
 		id := uuid.New()
+		filter := app.SnapshotFilter{IncludeEnded: true, TargetKind: "Post"}
+		store.runs[id] = app.SnapshotRun{ID: id, Filter: filter, After: store.ids[449], Events: 450}
+		obs := &observed{}
 		res, err := app.NewSnapshotHandler(store, nil).Handle(context.Background(),
-			app.SnapshotCommand{SnapshotID: id, After: store.ids[449], Rate: 1000, BatchSize: 100}, &observed{})
+			app.SnapshotCommand{SnapshotID: id, After: store.ids[10], Rate: 1000, BatchSize: 100}, obs)
 		require.NoError(t, err)
 		require.Equal(t, id, res.SnapshotID)
 		require.Equal(t, 550, res.Events)
+		require.Equal(t, 1000, res.TotalEvents)
+		require.True(t, res.Complete)
 		require.Equal(t, store.ids[449], store.batches[0].After)
 		require.Equal(t, store.ids[549], store.batches[1].After)
+		require.Equal(t, filter, store.batches[0].Filter, "the stored filter")
+		require.Len(t, obs.started, 1)
+		require.Equal(t, store.ids[449], obs.started[0].After)
+	})
+}
+
+// A new run is stored before its first batch, so it is resumable from then
+// on; Started says so once.
+func TestSnapshotIsStoredBeforeItsFirstBatch(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newKeysetStore(5)
+		obs := &observed{}
+		filter := app.SnapshotFilter{TenantID: uuid.New()}
+		res, err := app.NewSnapshotHandler(store, nil).Handle(context.Background(),
+			app.SnapshotCommand{Filter: filter, Rate: 1000, BatchSize: 100}, obs)
+		require.NoError(t, err)
+		require.Equal(t, []app.SnapshotProgress{{SnapshotID: res.SnapshotID}}, obs.started)
+		require.Equal(t, app.SnapshotRun{ID: res.SnapshotID, Filter: filter, After: store.ids[4], Events: 5, Complete: true},
+			store.runs[res.SnapshotID])
+	})
+}
+
+func TestSnapshotResumeRefusesWhatItCannotDo(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newKeysetStore(10)
+		id, done := uuid.New(), uuid.New()
+		store.runs[id] = app.SnapshotRun{ID: id, Filter: app.SnapshotFilter{TenantID: uuid.New()}}
+		store.runs[done] = app.SnapshotRun{ID: done, After: store.ids[9], Events: 10, Complete: true}
+		h := app.NewSnapshotHandler(store, nil)
+
+		_, err := h.Handle(context.Background(), app.SnapshotCommand{SnapshotID: uuid.New(), Rate: 10, BatchSize: 10}, &observed{})
+		require.ErrorIs(t, err, app.ErrSnapshotNotFound)
+		_, err = h.Handle(context.Background(), app.SnapshotCommand{SnapshotID: id, Rate: 10, BatchSize: 10,
+			Filter: app.SnapshotFilter{IncludeEnded: true}}, &observed{})
+		require.ErrorIs(t, err, app.ErrInvalidSnapshot, "a filter other than the stored one")
+		require.Empty(t, store.batches)
+
+		res, err := h.Handle(context.Background(), app.SnapshotCommand{SnapshotID: done, Rate: 10, BatchSize: 10}, &observed{})
+		require.NoError(t, err)
+		require.Equal(t, app.SnapshotProgress{SnapshotID: done, TotalEvents: 10, After: store.ids[9], Complete: true}, res)
+		require.Empty(t, store.batches, "a complete snapshot writes nothing more")
+	})
+}
+
+// Two processes resuming one snapshot: the batch of the one whose position
+// the other moved is refused, and the run stops there.
+func TestSnapshotStopsWhenAnotherProcessMovedItOn(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newKeysetStore(300)
+		id := uuid.New()
+		store.runs[id] = app.SnapshotRun{ID: id}
+		store.during = func(n int, _ context.Context) {
+			if n == 2 {
+				run := store.runs[id]
+				run.After = store.ids[199] // the other process's batch
+				store.runs[id] = run
+			}
+		}
+		res, err := app.NewSnapshotHandler(store, nil).Handle(context.Background(),
+			app.SnapshotCommand{SnapshotID: id, Rate: 1000, BatchSize: 100}, &observed{})
+		require.ErrorIs(t, err, app.ErrSnapshotMovedOn)
+		require.False(t, res.Complete)
+		require.Equal(t, 100, res.Events, "the first batch only")
+		require.Len(t, store.batches, 2)
 	})
 }
 
@@ -182,10 +282,13 @@ func TestSnapshotRefusesBadOptionsBeforeAnyBatch(t *testing.T) {
 		"batch size 0":        {Rate: 10, BatchSize: 0},
 		"batch size too big":  {Rate: 10, BatchSize: app.MaxSnapshotBatchSize + 1},
 		"unknown target kind": {Rate: 10, BatchSize: 100, Filter: app.SnapshotFilter{TargetKind: "Billboard"}},
+		"nil purchase":        {Rate: 10, BatchSize: 100, Filter: app.SnapshotFilter{PurchaseIDs: []uuid.UUID{uuid.Nil}}},
+		"after without id":    {Rate: 10, BatchSize: 100, After: uuid.New()},
 	} {
 		store := newKeysetStore(3)
 		_, err := app.NewSnapshotHandler(store, nil).Handle(context.Background(), cmd, &observed{})
 		require.ErrorIs(t, err, app.ErrInvalidSnapshot, name)
 		require.Empty(t, store.batches, "%s: nothing read, nothing written", name)
+		require.Empty(t, store.runs, "%s: no snapshot stored", name)
 	}
 }

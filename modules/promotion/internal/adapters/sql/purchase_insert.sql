@@ -6,7 +6,9 @@
 --         currency_id, and the currency's iso_code, name, sign;
 -- $11..$31 the purchase's values in the order of purchaseColumns (purchaseValues;
 --         TestQueriesListPurchaseColumns);
--- $32..$34 its targets as three arrays: kinds, ids, positions.
+-- $32..$34 its targets as three arrays: kinds, ids, positions;
+-- $35, $36 its event's messageId and occurredAt (last_event_id, last_event_at: what a snapshot
+--         redelivers).
 WITH pkg AS (
 	SELECT FROM promotion.promotion_packages AS p JOIN promotion.currencies AS c ON c.id = p.currency_id
 	WHERE p.id = $1 AND p.is_active AND p.code = $2 AND p.kind = $3 AND p.duration_days = $4
@@ -17,9 +19,9 @@ WITH pkg AS (
 	INSERT INTO promotion.promotion_purchases (id, tenant_id, package_id, package_code, package_kind,
 		boost_weight, price_amount, currency_id, currency_iso_code, currency_name, currency_sign, status,
 		payment_status, starts_at, ends_at, cancel_reason, created_by_user_id, updated_by_user_id,
-		created_at, updated_at, version)
+		created_at, updated_at, version, last_event_id, last_event_at)
 	SELECT $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28,
-		$29, $30, $31
+		$29, $30, $31, $35, $36
 	FROM pkg
 	RETURNING id
 ), targets AS (

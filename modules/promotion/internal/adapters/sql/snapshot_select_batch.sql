@@ -1,5 +1,6 @@
 -- snapshot_select_batch locks the next batch of a snapshot (pin promotion snapshot), in keyset
--- order by purchase id, with each row's targets.
+-- order by purchase id, with each row's targets and what it keeps of its last event (the one the
+-- snapshot redelivers).
 -- $1 After (the nil UUID from the start), $2 Limit, $3 IncludeEnded (false: Active only),
 -- $4 TenantID (NULL: any), $5 PurchaseIDs (uuid[], empty: any), $6 TargetKind (NULL: any).
 -- FOR SHARE (docs/runbooks/consumer-current-state.md, and its ADR): a transition locks its row
@@ -13,7 +14,8 @@ SELECT p.id, p.tenant_id, p.package_id, p.package_code, p.package_kind, p.boost_
 	p.starts_at, p.ends_at, p.cancel_reason, p.created_by_user_id, p.updated_by_user_id, p.created_at,
 	p.updated_at, p.version,
 	(SELECT string_agg(t.target_kind || ' ' || t.target_id::text, ',' ORDER BY t.position)
-		FROM promotion.promotion_purchase_targets AS t WHERE t.purchase_id = p.id)
+		FROM promotion.promotion_purchase_targets AS t WHERE t.purchase_id = p.id),
+	p.last_event_id, p.last_event_at
 FROM promotion.promotion_purchases AS p
 WHERE p.id > $1
 	AND ($3 OR p.status = 'Active')
