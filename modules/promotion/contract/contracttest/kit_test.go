@@ -6,8 +6,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
@@ -201,4 +203,63 @@ func TestKitChecksWhatAProjectionHolds(t *testing.T) {
 	require.Len(t, got, 4, "%q", got)
 	require.Contains(t, got, "holds purchase A as Active, but its latest event (version 2) says Cancelled")
 	require.Contains(t, strings.Join(got, "\n"), "the Active purchases' latest events make it 0")
+}
+
+// TestCheckDeliveredJudgesWhatAPipelineDelivered: the events made, each
+// delivered twice, pass; one never delivered is a transition whose side
+// effect never happened.
+func TestCheckDeliveredJudgesWhatAPipelineDelivered(t *testing.T) {
+	t.Parallel()
+	var made []contract.Envelope
+	n := &contracttest.Notifier{Logger: quiet}
+	p := &projection{guard: true}
+	pc := p.consumer()
+	for i := range 2 {
+		e := event(t, contract.StatusActive, 1)
+		made = append(made, e, event(t, contract.StatusExpired, 2, e))
+		if i == 0 {
+			continue // the first purchase's records never reach the consumers
+		}
+		for _, e := range made[2:] {
+			for range 2 {
+				require.NoError(t, n.Handle(context.Background(), record(e)))
+				require.NoError(t, pc.Handle(context.Background(), record(e)))
+			}
+		}
+	}
+	require.Empty(t, contracttest.CheckDelivered(context.Background(), n.Consumer(), made[2:]))
+	require.Empty(t, contracttest.CheckDelivered(context.Background(), pc, made[2:]))
+	got := contracttest.CheckDelivered(context.Background(), n.Consumer(), made)
+	require.Len(t, got, 2, "%v", got)
+	require.Equal(t, "pipeline", got[0].Scenario)
+	require.Contains(t, got[0].Message, "Active (version 1) never happened")
+}
+
+// event is a valid event of a new purchase, or of of's purchase when given.
+func event(t *testing.T, status contract.Status, version int64, of ...contract.Envelope) contract.Envelope {
+	t.Helper()
+	p := contract.PurchaseChanged{
+		PurchaseID: uuid.New(), TenantID: uuid.New(), PackageID: uuid.New(), PackageCode: "project-boost-week",
+		PackageKind: contract.KindProjectBoost, Targets: []contract.Target{{TargetKind: contract.TargetProject, TargetID: uuid.New()}},
+		PaymentStatus: contract.PaymentNotRequired, BoostWeight: 3,
+		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour),
+		Price: contract.Price{Amount: contract.NewAmount(decimal.NewFromInt(10)), CurrencyID: contract.CurrencyIDRUB, Currency: contract.RUBCurrency()},
+	}
+	if len(of) > 0 {
+		p = of[0].Payload
+	}
+	p.Status, p.Version = status, version
+	e := contract.NewEnvelope(p, uuid.New(), time.Now())
+	require.NoError(t, e.Validate())
+	return e
+}
+
+// record lays e out as the relay does.
+func record(e contract.Envelope) contract.Record {
+	value, err := contract.Marshal(e)
+	if err != nil {
+		panic(err)
+	}
+	return contract.Record{Key: []byte(e.AggregateID.String()), Value: value,
+		Headers: map[string]string{contract.HeaderMessageID: e.MessageID.String(), contract.HeaderEventType: contract.EventType}}
 }

@@ -2,6 +2,7 @@ package contracttest
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 
@@ -173,4 +174,38 @@ func (x expectation) verify(c Consumer, obs Observation) []string {
 		}
 	}
 	return fails
+}
+
+// CheckDelivered checks what c did after a real pipeline delivered the
+// transitions made — the events as the producer wrote them — each at least
+// once and in order per purchase, with whatever redeliveries came between
+// (relay resends, snapshots, dead-letter replays). The test fed the consumer
+// from the topic itself, so c.Handle is not called. It returns the promises
+// broken, under the scenario name "pipeline".
+func CheckDelivered(ctx context.Context, c Consumer, made []contract.Envelope) []Failure {
+	x := expectation{byID: map[uuid.UUID]*history{}}
+	for _, e := range made {
+		p := e.Payload
+		h := x.byID[p.PurchaseID]
+		if h == nil {
+			h = &history{label: "purchase " + p.PurchaseID.String(), id: p.PurchaseID,
+				versions: map[contract.Status]int64{}, due: map[contract.Status]bool{}}
+			x.byID[p.PurchaseID] = h
+			x.purchases = append(x.purchases, h)
+			x.targets = append(x.targets, p.Targets...)
+		}
+		h.versions[p.Status], h.due[p.Status] = p.Version, true
+		if h.latest == nil || p.Version > h.latest.Version {
+			h.latest = &p
+		}
+	}
+	obs, err := c.Observe(ctx)
+	if err != nil {
+		return []Failure{{Scenario: "pipeline", Message: fmt.Sprintf("observe: %v", err)}}
+	}
+	var out []Failure
+	for _, msg := range x.verify(c, obs) {
+		out = append(out, Failure{Scenario: "pipeline", Message: msg})
+	}
+	return out
 }
