@@ -34,7 +34,6 @@ type delivery struct {
 // the topic hands them over.
 type builder struct {
 	scenario Scenario
-	labels   int
 }
 
 // purchase is one purchase of a scenario, as the producer would announce it.
@@ -46,11 +45,12 @@ type purchase struct {
 // purchase adds a purchase of kind with weight and targets, labelled A, B…
 // in the order of creation.
 func (b *builder) purchase(kind contract.PackageKind, weight int, targets ...contract.Target) *purchase {
-	label := string(rune('A' + b.labels))
-	b.labels++
+	label := string(rune('A' + len(b.scenario.labels)))
 	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	id := uuid.New()
+	b.scenario.labels[id] = "purchase " + label
 	return &purchase{label: label, payload: contract.PurchaseChanged{
-		PurchaseID:    uuid.New(),
+		PurchaseID:    id,
 		TenantID:      uuid.New(),
 		PackageID:     uuid.New(),
 		PackageCode:   "conformance-kit",

@@ -15,6 +15,7 @@ type Scenario struct {
 	// Name says what the scenario delivers.
 	Name       string
 	deliveries []delivery
+	labels     map[uuid.UUID]string // "purchase A", by purchase id
 }
 
 // Scenarios returns the scenarios the contract's promises are checked on,
@@ -28,7 +29,7 @@ func Scenarios() []Scenario {
 }
 
 func build(name string, f func(b *builder)) Scenario {
-	b := &builder{scenario: Scenario{Name: name}}
+	b := &builder{scenario: Scenario{Name: name, labels: map[uuid.UUID]string{}}}
 	f(b)
 	return b.scenario
 }

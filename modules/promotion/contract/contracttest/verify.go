@@ -51,7 +51,7 @@ func (s Scenario) expect() expectation {
 		}
 		h := x.byID[p.PurchaseID]
 		if h == nil {
-			h = &history{label: labelOf(d.what), id: p.PurchaseID, versions: map[contract.Status]int64{}, due: map[contract.Status]bool{}}
+			h = &history{label: cmp.Or(s.labels[p.PurchaseID], "purchase "+p.PurchaseID.String()), id: p.PurchaseID, versions: map[contract.Status]int64{}, due: map[contract.Status]bool{}}
 			x.byID[p.PurchaseID] = h
 			x.purchases = append(x.purchases, h)
 		}
@@ -65,14 +65,6 @@ func (s Scenario) expect() expectation {
 		}
 	}
 	return x
-}
-
-// labelOf is "purchase A" of a delivery's description.
-func labelOf(what string) string {
-	if len(what) >= len("purchase A") && what[:len("purchase ")] == "purchase " {
-		return what[:len("purchase A")]
-	}
-	return "a purchase"
 }
 
 // verify checks the observation against the promises: each transition's
