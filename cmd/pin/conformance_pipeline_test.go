@@ -59,8 +59,17 @@ func TestReferenceConsumersKeepTheContractThroughThePipeline(t *testing.T) {
 	}
 	cancel(leader, purchases[0])
 
-	// The leader freezes with its sockets open; the standby's relay takes
-	// over while purchases go on through its API; the leader wakes.
+	// The leader freezes with its sockets open, perhaps in the middle of a
+	// batch of the traffic; the standby's relay takes over while purchases
+	// go on through its API; the leader wakes.
+	before := countRows(t, db, `SELECT count(*) FROM outbox.pin_promotion_purchase_changed_v1`)
+	traffic := startTraffic(standby.base, tok, pkg)
+	testbed.Eventually(t, func() error {
+		if n := countRows(t, db, `SELECT count(*) FROM outbox.pin_promotion_purchase_changed_v1`); n < before+4 {
+			return fmt.Errorf("the traffic wrote %d events", n-before)
+		}
+		return nil
+	})
 	require.NoError(t, leader.cmd.Process.Signal(syscall.SIGSTOP))
 	t.Cleanup(func() { _ = leader.cmd.Process.Signal(syscall.SIGCONT) })
 	for range 3 {
@@ -74,6 +83,13 @@ func TestReferenceConsumersKeepTheContractThroughThePipeline(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, leader.cmd.Process.Signal(syscall.SIGCONT))
+	testbed.Eventually(t, func() error {
+		if metricValue(t, leader, active) != 0 {
+			return fmt.Errorf("the woken instance still counts itself the active relay")
+		}
+		return nil
+	})
+	written := traffic.stop(t)
 
 	// In the middle: a snapshot of the Active purchases, then of the ended
 	// ones too, as the runbook once advised billing.
@@ -126,7 +142,7 @@ func TestReferenceConsumersKeepTheContractThroughThePipeline(t *testing.T) {
 		made, transitions[id] = append(made, e), true
 	}
 	require.NoError(t, rows.Err())
-	require.Len(t, made, len(purchases)+4, "a purchase each, three cancellations and an expiry")
+	require.Len(t, made, len(purchases)+4+written, "a purchase each, three cancellations, an expiry and the traffic's")
 
 	reader := newTopicReader(t, brokers)
 	var missing []string
@@ -161,7 +177,8 @@ func TestReferenceConsumersKeepTheContractThroughThePipeline(t *testing.T) {
 	}
 	require.Greater(t, snapshots, len(purchases)-4, "the snapshots are on the topic: the Active purchases, then all")
 	require.Greater(t, len(reader.records), len(copies), "redeliveries are on the topic")
-	t.Logf("%d transitions, %d records on the topic (%d snapshot records)", len(made), len(reader.records), snapshots)
+	t.Logf("%d transitions, %d records on the topic (%d snapshot records); the woken leader counted %v sends it could not acknowledge",
+		len(made), len(reader.records), snapshots, metricValue(t, leader, "pin_outbox_unacknowledged_sends_total"))
 
 	for name, c := range map[string]contracttest.Consumer{"billing": billing.Consumer(), "notifications": notifier.Consumer()} {
 		require.Empty(t, contracttest.CheckDelivered(context.Background(), c, made), "the %s reference consumer", name)
