@@ -263,3 +263,28 @@ func record(e contract.Envelope) contract.Record {
 	return contract.Record{Key: []byte(e.AggregateID.String()), Value: value,
 		Headers: map[string]string{contract.HeaderMessageID: e.MessageID.String(), contract.HeaderEventType: contract.EventType}}
 }
+
+// TestKitFailsAConsumerThatRefusesWhatALaterRevisionMayWrite: holding
+// records to the producer's rules (Validate) instead of the bounds refuses
+// unknown enum values and contract version 2, which the contract says to
+// keep and warn about.
+func TestKitFailsAConsumerThatRefusesWhatALaterRevisionMayWrite(t *testing.T) {
+	t.Parallel()
+	n := &contracttest.Notifier{Logger: quiet}
+	c := n.Consumer()
+	c.Handle = func(ctx context.Context, r contract.Record) error {
+		e, err := contract.DecodeRecord(r, quiet)
+		if err == nil {
+			err = e.Validate()
+		}
+		if err != nil {
+			return err
+		}
+		return n.Handle(ctx, r)
+	}
+	got := failures(t, c, contracttest.UnknownEnumValues(), contracttest.OtherContractVersions())
+	require.Contains(t, got["unknown enum values"],
+		`refused purchase A's Active (version 1), which the contract admits: contract: invalid event: payload.paymentStatus: unknown value "Chargeback"`)
+	require.Contains(t, strings.Join(got["unknown contract versions and fields"], "\n"), "which the contract admits: contract: invalid event: contractVersion: must be 1")
+	require.Contains(t, got["unknown enum values"], "the side effect for purchase A Active (version 1) never happened")
+}
