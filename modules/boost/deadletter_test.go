@@ -98,10 +98,10 @@ func TestRecordsPostgreSQLCannotStoreAsTextAreDeadLetteredOnEveryPartition(t *te
 	require.Zero(t, testbed.Metric(t, b.reg, "pin_consumer_skipped_total").GetCounter().GetValue())
 }
 
-// TestUnknownEventTypeIsSkippedNotApplied: an event of another type on the
-// topic is counted and warned about, never applied nor dead-lettered, and
-// the partition goes on.
-func TestUnknownEventTypeIsSkippedNotApplied(t *testing.T) {
+// TestUnknownEventTypeIsDeadLetteredNotApplied: an event of another type on
+// the topic is never applied; it is dead-lettered naming the type (ADR 0016),
+// and the partition goes on.
+func TestUnknownEventTypeIsDeadLetteredNotApplied(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	madeUp, target := project(uuid.New()), project(uuid.New())
@@ -113,7 +113,51 @@ func TestUnknownEventTypeIsSkippedNotApplied(t *testing.T) {
 	b.requireBoost(t, target, 3, 1)
 	weight, active := b.boostOf(t, madeUp)
 	require.Equal(t, [2]int{0, 0}, [2]int{weight, active}, "the made-up target's boost")
-	require.Equal(t, 1.0, b.counter(t, "pin_consumer_skipped_total"))
-	require.Zero(t, b.counter(t, "pin_consumer_dead_letters_total"))
-	require.True(t, b.logged(t, "record skipped", map[string]string{"error": "pin.promotion.something-else"}))
+	require.Equal(t, 1.0, b.counter(t, "pin_consumer_dead_letters_total"))
+	require.Zero(t, b.counter(t, "pin_consumer_skipped_total"))
+	require.Equal(t, []string{`contract.Decode: contract: unknown event type "pin.promotion.something-else"`},
+		deadLetterErrors(t, b, e.MessageID))
+}
+
+// deadLetterErrors are the errors of the boost consumer's dead letters of
+// the message.
+func deadLetterErrors(tb testing.TB, b *bundle, messageID uuid.UUID) []string {
+	tb.Helper()
+	var errs []string
+	require.NoError(tb, b.db.Gorm.Raw(`SELECT error FROM consumer.dead_letters WHERE consumer = 'boost' AND headers->>'message_id' = ?::text`,
+		messageID.String()).Scan(&errs).Error)
+	return errs
+}
+
+// TestRecordOutsideTheBoundsIsDeadLetteredWithTheRule: 5,000 targets were
+// applied, versions 0 and -3 counted as stale; each is now a dead letter
+// naming the rule it broke, and boosts nothing.
+func TestRecordOutsideTheBoundsIsDeadLetteredWithTheRule(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	target := project(uuid.New())
+	many := make([]contract.Target, 5000)
+	many[0] = target
+	for i := 1; i < len(many); i++ {
+		many[i] = project(uuid.New())
+	}
+	cases := map[string]contract.Envelope{
+		"payload.targets: must have 1 to 10 items, has 5000": newPurchase(10, many...).envelope(contract.StatusActive, 1),
+		"payload.version: must be at least 1":                newPurchase(10, target).envelope(contract.StatusActive, 0),
+	}
+	minus := newPurchase(10, target).envelope(contract.StatusActive, -3)
+	for _, e := range cases {
+		b.produce(t, record(t, e))
+	}
+	b.produce(t, record(t, minus))
+	b.waitConsumed(t, 3)
+	b.requireBoostNow(t, target, 0, 0)
+	require.Equal(t, 3.0, b.counter(t, "pin_consumer_dead_letters_total"))
+	require.Zero(t, b.counter(t, "pin_consumer_stale_total"))
+	for rule, e := range cases {
+		errs := deadLetterErrors(t, b, e.MessageID)
+		require.Len(t, errs, 1)
+		require.Contains(t, errs[0], rule)
+	}
+	require.Contains(t, deadLetterErrors(t, b, minus.MessageID)[0], "payload.version: must be at least 1")
 }

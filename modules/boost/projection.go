@@ -3,7 +3,6 @@ package boost
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -29,13 +28,12 @@ type Projection struct {
 var _ consumer.Handler[contract.Envelope] = Projection{}
 
 // Decode reads the record with the contract's rules (unknown enum values
-// kept, another contract version warned about, another event type skipped)
-// and refuses a record whose key, message_id header and envelope disagree.
+// kept, another contract version warned about) and refuses, so that the kit
+// dead-letters it, a record whose key, message_id header and envelope
+// disagree, one outside the contract's bounds, and one of another event
+// type (ADR 0016: kept for a replay, never dropped).
 func (p Projection) Decode(r consumer.Record) (consumer.Event[contract.Envelope], error) {
 	e, err := contract.DecodeRecord(contract.Record{Key: r.Key, Headers: r.Headers, Value: r.Value}, p.Logger)
-	if errors.Is(err, contract.ErrUnknownEventType) {
-		return consumer.Event[contract.Envelope]{}, fmt.Errorf("%w: %w", consumer.ErrSkip, err)
-	}
 	if err != nil {
 		return consumer.Event[contract.Envelope]{}, err
 	}

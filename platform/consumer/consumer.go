@@ -13,9 +13,9 @@
 //     partition moves on; whatever a record holds, its dead letter can be
 //     written (deadletter.go). A fault of the database is never a record's:
 //     the batch rolls back and the runner restarts;
-//   - skips: a record the handler declines (ErrSkip, e.g. an event type it
-//     does not know) is counted and passed over, neither applied nor
-//     dead-lettered;
+//   - skips: a record the handler declines (ErrSkip: on a topic that
+//     carries several event types, one it does not handle) is counted and
+//     passed over, neither applied nor dead-lettered;
 //   - batches: the records a partition has already fetched are applied in
 //     one transaction;
 //   - offsets are marked only after the transaction committed, so a crash
@@ -60,8 +60,10 @@ type Header struct {
 }
 
 // ErrSkip, wrapped by an error of Handler.Decode, marks a record that is not
-// for this consumer (an event type it does not know): it is counted and
-// logged as skipped, never applied, dead-lettered nor put in the inbox.
+// for this consumer (on a topic that carries several event types, one it
+// does not handle): it is counted and logged as skipped, never applied,
+// dead-lettered nor put in the inbox. An event type a topic of one type
+// should not carry is a dead letter instead (ADR 0016).
 var ErrSkip = errors.New("consumer: record skipped")
 
 // Event is a decoded record: what the kit needs to guard it, and the body

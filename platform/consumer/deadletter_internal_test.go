@@ -273,3 +273,33 @@ func TestDeadLetterTheDatabaseRefusesStopsTheBatch(t *testing.T) {
 	require.True(t, ok)
 	requireKeptWhole(t, dl, poison)
 }
+
+// TestEventTheGuardCannotHoldIsDeadLetteredWithTheRule: versions 0 and -3,
+// a nil message id and an empty aggregate id were counted as stale or
+// guarded under a key that means nothing; each is dead-lettered with the
+// rule it broke, and the partition goes on.
+func TestEventTheGuardCannotHoldIsDeadLetteredWithTheRule(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		e    kitEvent
+		rule string
+	}{
+		"version 0":       {kitEvent{MessageID: uuid.New(), Aggregate: "v0", Version: 0}, "the version must be at least 1, is 0"},
+		"version -3":      {kitEvent{MessageID: uuid.New(), Aggregate: "v-3", Version: -3}, "the version must be at least 1, is -3"},
+		"nil message id":  {kitEvent{Aggregate: "nil", Version: 1}, "the message id must not be the nil UUID"},
+		"no aggregate id": {kitEvent{MessageID: uuid.New(), Version: 1}, "the aggregate id must not be empty"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			k := newKit(t)
+			value, err := json.Marshal(tc.e) // not k.event, which fills in an empty aggregate
+			require.NoError(t, err)
+			bad := k.record([]byte("key"), value)
+			k.requireMovesOn(t, bad)
+			dl, ok := k.deadLetter(t, bad.Offset)
+			require.True(t, ok, "dead-lettered")
+			require.Contains(t, dl.Error, tc.rule)
+			require.Zero(t, testbed.Metric(t, k.reg, "pin_consumer_stale_total").GetCounter().GetValue(), "not stale")
+		})
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/google/uuid"
 )
 
 // decode hands rec to the handler's Decode and sets aside a record that
@@ -38,6 +40,29 @@ func (r *Runner[B]) decodeSafely(rec Record) (e Event[B], err error) {
 	if e, err = r.handler.Decode(rec); err != nil {
 		return e, err
 	}
+	if err := guardable(e); err != nil {
+		return Event[B]{}, err
+	}
 	e.Origin, err = OriginOf(rec)
 	return e, err
+}
+
+// ErrUnguardable is wrapped by the error of an event the inbox and the
+// version guard cannot hold: a nil message id, no aggregate id, or a
+// version below 1. Counted as stale, a version of 0 or -3 would vanish; the
+// runner dead-letters the record with the rule it broke instead.
+var ErrUnguardable = errors.New("event cannot be guarded")
+
+// guardable checks what the kit itself relies on, whatever the handler's
+// contract says.
+func guardable[B any](e Event[B]) error {
+	switch {
+	case e.MessageID == uuid.Nil:
+		return fmt.Errorf("%w: the message id must not be the nil UUID", ErrUnguardable)
+	case e.AggregateID == "":
+		return fmt.Errorf("%w: the aggregate id must not be empty", ErrUnguardable)
+	case e.Version < 1:
+		return fmt.Errorf("%w: the version must be at least 1, is %d", ErrUnguardable, e.Version)
+	}
+	return nil
 }

@@ -67,7 +67,7 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 		{&m.duplicates, "pin_consumer_duplicates_total", "Records skipped because their messageId was already in the consumer's inbox."},
 		{&m.stale, "pin_consumer_stale_total", "Events skipped because their version was not above the last one applied for the aggregate."},
 		{&m.deadLetters, "pin_consumer_dead_letters_total", "Records put in consumer.dead_letters: undecodable, or still failing after the retries."},
-		{&m.skipped, "pin_consumer_skipped_total", "Records a consumer's handler declined as not for it (an event type it does not know): neither applied nor dead-lettered."},
+		{&m.skipped, "pin_consumer_skipped_total", "Records a consumer's handler declined as not for it (ErrSkip): neither applied nor dead-lettered."},
 		{&m.retries, "pin_consumer_retries_total", "Failed attempts to apply an event that were retried."},
 		{&m.dbFaults, "pin_consumer_database_faults_total", "Batches rolled back for a fault of the database, not of a record (an SQLSTATE outside classes 22 and 23, or the connection): the runner restarts, nothing is dead-lettered."},
 	} {

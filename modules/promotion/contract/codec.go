@@ -39,9 +39,9 @@ func Marshal(e Envelope) ([]byte, error) {
 // decoding goes on; fields it does not know are ignored. An eventType other
 // than this contract's is an error wrapping ErrUnknownEventType, whatever the
 // rest holds: the event is not this contract's. A missing or null required
-// field, or a field of the wrong JSON type, is an error. Decode does not re-check the producer's invariants (target count,
-// nil ids and the like): call Validate for that. A nil logger means
-// slog.Default().
+// field, or a field of the wrong JSON type, is an error. Decode does not check
+// the contract's bounds (target count, nil ids, versions and the like):
+// DecodeRecord does, through CheckBounds. A nil logger means slog.Default().
 func Decode(data []byte, logger *slog.Logger) (Envelope, error) {
 	if logger == nil {
 		logger = slog.Default()

@@ -68,6 +68,13 @@ func (e *ValidationError) Has(field string) bool {
 // packageCodePattern is the package code rule of the admin API.
 var packageCodePattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 
+// isoCodePattern is an ISO 4217 letter code, as the schema states it.
+var isoCodePattern = regexp.MustCompile(`^[A-Z]{3}$`)
+
+// maxPackageCodeLength bounds payload.packageCode, as the packages table
+// does; the producer keeps it (the released schema does not say it).
+const maxPackageCodeLength = 64
+
 // Validate checks e against every rule the producer must keep. It is strict
 // where Decode is lenient: only the enum values of this contract version, the
 // exact envelope constants, 1 to MaxTargetsPerPurchase distinct targets with
@@ -75,26 +82,56 @@ var packageCodePattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 // negative, RUB only, endsAt after startsAt and a version of at least 1. It
 // returns a *ValidationError naming each broken field, or nil.
 func (e Envelope) Validate() error {
-	v := &validation{}
+	return e.check(true)
+}
+
+// CheckBounds checks a decoded event against the bounds every record of the
+// topic keeps, whatever revision of the contract wrote it: the rules of
+// Validate that the released consumer-facing JSON Schema also states, and no
+// more: a record that schema admits is never refused. So an enum value it
+// does not know passes if it has an enum's shape (a non-empty string), a
+// contractVersion above 1 passes, and the eventType and aggregateType are
+// left to Decode. Targets 1 to
+// MaxTargetsPerPurchase, a version of at least 1, no nil ids, the amount,
+// the currency and the package code are held as Validate holds them. It
+// returns a *ValidationError naming each broken field, or nil; DecodeRecord
+// calls it.
+func (e Envelope) CheckBounds() error {
+	return e.check(false)
+}
+
+// check applies the producer's rules when strict, the consumer's bounds
+// otherwise; both lists name the fields in the same order.
+func (e Envelope) check(strict bool) error {
+	v := &validation{strict: strict}
 	v.uuid("messageId", e.MessageID)
-	v.check(e.EventType == EventType, "eventType", fmt.Sprintf("must be %q", EventType))
-	v.check(e.ContractVersion == ContractVersion, "contractVersion", fmt.Sprintf("must be %d", ContractVersion))
+	if strict {
+		v.check(e.EventType == EventType, "eventType", fmt.Sprintf("must be %q", EventType))
+		v.check(e.ContractVersion == ContractVersion, "contractVersion", fmt.Sprintf("must be %d", ContractVersion))
+	} else {
+		v.check(e.ContractVersion >= 1, "contractVersion", "must be at least 1")
+	}
 	v.check(!e.OccurredAt.IsZero(), "occurredAt", "must be set")
 	v.uuid("aggregateId", e.AggregateID)
 	if e.AggregateID != uuid.Nil {
 		v.check(e.AggregateID == e.Payload.PurchaseID, "aggregateId", "must equal payload.purchaseId")
 	}
-	v.check(e.AggregateType == AggregateType, "aggregateType", fmt.Sprintf("must be %q", AggregateType))
+	if strict {
+		v.check(e.AggregateType == AggregateType, "aggregateType", fmt.Sprintf("must be %q", AggregateType))
+	}
 
 	p := e.Payload
 	v.uuid("payload.purchaseId", p.PurchaseID)
 	v.uuid("payload.tenantId", p.TenantID)
 	v.uuid("payload.packageId", p.PackageID)
 	v.check(packageCodePattern.MatchString(p.PackageCode), "payload.packageCode", "must match "+packageCodePattern.String())
-	v.check(p.PackageKind.Known(), "payload.packageKind", fmt.Sprintf("unknown value %q", p.PackageKind))
+	if strict {
+		v.check(len(p.PackageCode) <= maxPackageCodeLength, "payload.packageCode", fmt.Sprintf("must be at most %d characters", maxPackageCodeLength))
+	}
+	v.enum("payload.packageKind", string(p.PackageKind), p.PackageKind.Known())
 	v.targets(p.PackageKind, p.Targets)
-	v.check(p.Status.Known(), "payload.status", fmt.Sprintf("unknown value %q", p.Status))
-	v.check(p.PaymentStatus.Known(), "payload.paymentStatus", fmt.Sprintf("unknown value %q", p.PaymentStatus))
+	v.enum("payload.status", string(p.Status), p.Status.Known())
+	v.enum("payload.paymentStatus", string(p.PaymentStatus), p.PaymentStatus.Known())
 	v.check(p.BoostWeight >= 1, "payload.boostWeight", "must be at least 1")
 	v.check(!p.StartsAt.IsZero(), "payload.startsAt", "must be set")
 	v.check(!p.EndsAt.IsZero(), "payload.endsAt", "must be set")
@@ -110,9 +147,11 @@ func (e Envelope) Validate() error {
 	return &ValidationError{Errors: v.errs}
 }
 
-// validation collects FieldErrors.
+// validation collects FieldErrors; strict holds enums to the values of this
+// contract version rather than to their shape.
 type validation struct {
-	errs []FieldError
+	strict bool
+	errs   []FieldError
 }
 
 func (v *validation) check(ok bool, field, message string) {
@@ -125,15 +164,30 @@ func (v *validation) uuid(field string, id uuid.UUID) {
 	v.check(id != uuid.Nil, field, "must not be the nil UUID")
 }
 
+// enum checks an open enum's value: one of this version's when strict, a
+// non-empty string otherwise (what the released schema admits).
+func (v *validation) enum(field, value string, known bool) {
+	if v.strict {
+		v.check(known, field, fmt.Sprintf("unknown value %q", value))
+		return
+	}
+	v.check(value != "", field, "must not be empty")
+}
+
 func (v *validation) targets(kind PackageKind, targets []Target) {
 	if len(targets) < 1 || len(targets) > MaxTargetsPerPurchase {
 		v.check(false, "payload.targets", fmt.Sprintf("must have 1 to %d items, has %d", MaxTargetsPerPurchase, len(targets)))
+		if len(targets) > MaxTargetsPerPurchase && !v.strict {
+			return // a hostile record's thousands of targets are not worth an error each
+		}
 	}
 	admitted, kindKnown := admittedTargetKind[kind]
 	seen := make(map[Target]int, len(targets))
 	for i, t := range targets {
 		field := fmt.Sprintf("payload.targets[%d]", i)
 		switch {
+		case !v.strict:
+			v.enum(field+".targetKind", string(t.TargetKind), t.TargetKind.Known())
 		case !t.TargetKind.Known():
 			v.check(false, field+".targetKind", fmt.Sprintf("unknown value %q", t.TargetKind))
 		case kindKnown && t.TargetKind != admitted:
@@ -154,8 +208,12 @@ func (v *validation) price(p Price) {
 	v.check(hasAtMostTwoDecimals(a), "payload.price.amount", "must have at most 2 decimals")
 	v.check(a.LessThanOrEqual(maxAmount), "payload.price.amount", "must fit decimal(14,2)")
 	v.check(p.CurrencyID == CurrencyIDRUB, "payload.price.currencyId", fmt.Sprintf("must be %d (RUB)", CurrencyIDRUB))
-	v.check(p.CurrencyID != CurrencyIDRUB || p.Currency.IsoCode == RUBCurrency().IsoCode,
-		"payload.price.currency.isoCode", "must be RUB for currencyId 643")
+	if v.strict {
+		v.check(p.CurrencyID != CurrencyIDRUB || p.Currency.IsoCode == RUBCurrency().IsoCode,
+			"payload.price.currency.isoCode", "must be RUB for currencyId 643")
+	} else {
+		v.check(isoCodePattern.MatchString(p.Currency.IsoCode), "payload.price.currency.isoCode", "must be three capital letters")
+	}
 	v.check(p.Currency.Name != "", "payload.price.currency.name", "must be set")
 	v.check(p.Currency.Sign != "", "payload.price.currency.sign", "must be set")
 }

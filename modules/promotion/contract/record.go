@@ -27,17 +27,27 @@ type Record struct {
 var ErrRecordMismatch = errors.New("contract: record key, headers and envelope disagree")
 
 // ErrUnknownEventType marks a record of an event type other than EventType,
-// named by its event_type header or its envelope. A consumer skips it: it is
-// not this contract's event, so it is neither applied nor dead-lettered.
+// named by its event_type header or its envelope. A consumer never applies
+// it and dead-letters it: the topic carries this event alone, so another
+// type is a producer's mistake or a change this consumer predates, and the
+// record is kept for a replay (ADR 0016).
 var ErrUnknownEventType = errors.New("contract: unknown event type")
+
+// ErrOutOfBounds marks a record whose event breaks a bound of the contract
+// (CheckBounds: 1 to 10 targets, a version of at least 1, the shape of an
+// enum value…). It also wraps the *ValidationError that names each rule
+// broken. A consumer dead-letters it: no revision of the contract writes it.
+var ErrOutOfBounds = errors.New("contract: record outside the contract's bounds")
 
 // DecodeRecord decodes a record of Topic into its envelope (see Decode for
 // the compatibility rules; an event_type header naming another type is
 // ErrUnknownEventType before the value is read) and checks that the record agrees with itself: the
 // key equals aggregateId, aggregateId equals payload.purchaseId, and the
 // message_id header is present and equals messageId. A record that breaks one
-// of these is an error wrapping ErrRecordMismatch; an undecodable value is an
-// error of Decode. A nil logger means slog.Default().
+// of these is an error wrapping ErrRecordMismatch; an event outside the
+// contract's bounds (CheckBounds) is an error wrapping ErrOutOfBounds and the
+// *ValidationError; an undecodable value is an error of Decode. A nil logger
+// means slog.Default().
 func DecodeRecord(r Record, logger *slog.Logger) (Envelope, error) {
 	if t, ok := r.Headers[HeaderEventType]; ok && t != EventType {
 		return Envelope{}, fmt.Errorf("contract.DecodeRecord: %w %q in the %s header", ErrUnknownEventType, t, HeaderEventType)
@@ -63,6 +73,9 @@ func DecodeRecord(r Record, logger *slog.Logger) (Envelope, error) {
 	}
 	if id, err := uuid.Parse(header); err != nil || id != e.MessageID {
 		return Envelope{}, fmt.Errorf("%w: %s header %q, messageId %s", ErrRecordMismatch, HeaderMessageID, header, e.MessageID)
+	}
+	if err := e.CheckBounds(); err != nil {
+		return Envelope{}, fmt.Errorf("%w: %w", ErrOutOfBounds, err)
 	}
 	return e, nil
 }

@@ -74,9 +74,9 @@ func TestDecodeRecordReportsAnUndecodableValue(t *testing.T) {
 	require.NotErrorIs(t, err, contract.ErrRecordMismatch)
 }
 
-// TestDecodeRecordSkipsAnotherEventTypeHeader: the event_type header names
-// another type, whatever the value holds.
-func TestDecodeRecordSkipsAnotherEventTypeHeader(t *testing.T) {
+// TestDecodeRecordRefusesAnotherEventTypeHeader: the event_type header names
+// another type, whatever the value holds: ErrUnknownEventType, a dead letter.
+func TestDecodeRecordRefusesAnotherEventTypeHeader(t *testing.T) {
 	t.Parallel()
 	r := goldenRecord(t)
 	r.Headers[contract.HeaderEventType] = "pin.promotion.something-else"

@@ -1,0 +1,290 @@
+package contracttest_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/contract/contracttest"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// TestReferenceBillingKeepsTheContract: messageId dedupe alone, one invoice
+// per Active purchase.
+func TestReferenceBillingKeepsTheContract(t *testing.T) {
+	t.Parallel()
+	contracttest.Run(t, (&contracttest.Billing{Logger: quiet}).Consumer())
+}
+
+// TestReferenceNotifierKeepsTheContract: messageId and Version, one notice
+// per transition.
+func TestReferenceNotifierKeepsTheContract(t *testing.T) {
+	t.Parallel()
+	contracttest.Run(t, (&contracttest.Notifier{Logger: quiet}).Consumer())
+}
+
+// failures runs c through the scenarios and returns the failures' text by
+// scenario.
+func failures(t *testing.T, c contracttest.Consumer, scenarios ...contracttest.Scenario) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, f := range contracttest.Check(context.Background(), c, scenarios...) {
+		out[f.Scenario] = append(out[f.Scenario], f.Message)
+	}
+	return out
+}
+
+// noDedupe invoices every Active record it decodes: the consumer the
+// contract warns about.
+type noDedupe struct {
+	mu       sync.Mutex
+	invoices []contracttest.Effect
+}
+
+func (n *noDedupe) consumer() contracttest.Consumer {
+	return contracttest.Consumer{
+		Handle: func(_ context.Context, r contract.Record) error {
+			e, err := contract.DecodeRecord(r, quiet)
+			if err != nil {
+				return err
+			}
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if e.Payload.Status == contract.StatusActive {
+				n.invoices = append(n.invoices, contracttest.Effect{PurchaseID: e.Payload.PurchaseID, Status: e.Payload.Status})
+			}
+			return nil
+		},
+		Observe: func(context.Context) (contracttest.Observation, error) {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			return contracttest.Observation{Effects: append([]contracttest.Effect(nil), n.invoices...)}, nil
+		},
+		EffectOn: []contract.Status{contract.StatusActive},
+	}
+}
+
+// TestKitFailsAConsumerThatSkipsDedupe: duplicates, snapshots, replays and
+// resends each invoice twice or more, and the kit says so naming the
+// purchase.
+func TestKitFailsAConsumerThatSkipsDedupe(t *testing.T) {
+	t.Parallel()
+	got := failures(t, (&noDedupe{}).consumer(), contracttest.Scenarios()...)
+	for _, s := range []string{"duplicates", "redeliveries by snapshot", "redeliveries by dead-letter replay", "resends after a relay failover"} {
+		require.NotEmpty(t, got[s], "scenario %q must fail it", s)
+		require.Contains(t, strings.Join(got[s], "\n"), "happened", s)
+	}
+	require.Contains(t, got["duplicates"], "the side effect for purchase A Active (version 1) happened 3 times; the contract promises once")
+	require.Empty(t, got["hostile records"], "it decodes with the contract, so it refuses what the bounds refuse")
+}
+
+// TestKitFailsBillingOnTheLegacySnapshot: today's main writes a snapshot
+// under a new messageId; billing, deduplicating by messageId alone as the
+// contract says, invoices the purchase again. The notifier's version guard
+// happens to hide it.
+func TestKitFailsBillingOnTheLegacySnapshot(t *testing.T) {
+	t.Parallel()
+	got := failures(t, (&contracttest.Billing{Logger: quiet}).Consumer(), contracttest.LegacySnapshot())
+	require.Equal(t, map[string][]string{"legacy snapshot (a new messageId)": {
+		"the side effect for purchase A Active (version 1) happened 2 times; the contract promises once",
+	}}, got)
+	require.Empty(t, failures(t, (&contracttest.Notifier{Logger: quiet}).Consumer(), contracttest.LegacySnapshot()))
+}
+
+// unguarded notifies every new messageId, without a version guard.
+type unguarded struct{ noDedupe }
+
+// TestKitFailsANotifierWithoutAVersionGuard: the older event after a newer
+// one is notified after it; the kit reports the effect going backwards.
+func TestKitFailsANotifierWithoutAVersionGuard(t *testing.T) {
+	t.Parallel()
+	var u unguarded
+	seen := map[string]bool{}
+	c := u.consumer()
+	handle := c.Handle
+	c.EffectOn = []contract.Status{contract.StatusActive, contract.StatusCancelled, contract.StatusExpired}
+	c.Handle = func(ctx context.Context, r contract.Record) error {
+		e, err := contract.DecodeRecord(r, quiet)
+		if err != nil || seen[e.MessageID.String()] {
+			return err
+		}
+		seen[e.MessageID.String()] = true
+		if e.Payload.Status == contract.StatusActive {
+			return handle(ctx, r)
+		}
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		u.invoices = append(u.invoices, contracttest.Effect{PurchaseID: e.Payload.PurchaseID, Status: e.Payload.Status})
+		return nil
+	}
+	got := failures(t, c, contracttest.OlderAfterNewer())
+	require.Equal(t, []string{"went backwards: a side effect for purchase B Active (version 1) after one for version 2"},
+		got["an older event after a newer one"])
+}
+
+// TestKitFailsAConsumerThatAcceptsWhatTheBoundsRefuse: a consumer that
+// decodes without DecodeRecord's bounds acknowledges the hostile records
+// and invoices the made-up purchase.
+func TestKitFailsAConsumerThatAcceptsWhatTheBoundsRefuse(t *testing.T) {
+	t.Parallel()
+	var b contracttest.Billing
+	b.Logger = quiet
+	c := b.Consumer()
+	c.Handle = func(ctx context.Context, r contract.Record) error {
+		if _, err := contract.Decode(r.Value, quiet); err != nil {
+			return err
+		}
+		r.Value = []byte(strings.Replace(string(r.Value), `"version":0`, `"version":1`, 1))
+		return b.Handle(ctx, r)
+	}
+	got := strings.Join(failures(t, c, contracttest.HostileRecords())["hostile records"], "\n")
+	require.Contains(t, got, "acknowledged a record with version 0: it must be refused (dead-lettered)")
+}
+
+// projection is a boost projection in memory: the latest applied event of
+// each purchase, with or without the version guard.
+type projection struct {
+	guard  bool
+	mu     sync.Mutex
+	latest map[string]contract.PurchaseChanged
+}
+
+func (p *projection) consumer() contracttest.Consumer {
+	p.latest = map[string]contract.PurchaseChanged{}
+	return contracttest.Consumer{
+		Handle: func(_ context.Context, r contract.Record) error {
+			e, err := contract.DecodeRecord(r, quiet)
+			if err != nil {
+				return err
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if old, ok := p.latest[e.AggregateID.String()]; !ok || !p.guard || e.Payload.Version > old.Version {
+				p.latest[e.AggregateID.String()] = e.Payload
+			}
+			return nil
+		},
+		Observe: func(context.Context) (contracttest.Observation, error) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			obs := contracttest.Observation{Active: map[uuid.UUID]bool{}, Boosts: map[contract.Target]int{}}
+			for _, e := range p.latest {
+				if e.Status != contract.StatusActive {
+					continue
+				}
+				for _, t := range e.Targets {
+					if t.TargetKind.Known() {
+						obs.Active[e.PurchaseID] = true
+						obs.Boosts[t] += e.BoostWeight
+					}
+				}
+			}
+			return obs, nil
+		},
+	}
+}
+
+// TestKitChecksWhatAProjectionHolds: a projection with a version guard
+// passes; without one, the older Active after the Cancelled revives the
+// purchase and its boost, and the kit names both.
+func TestKitChecksWhatAProjectionHolds(t *testing.T) {
+	t.Parallel()
+	contracttest.Run(t, (&projection{guard: true}).consumer())
+	got := failures(t, (&projection{}).consumer(), contracttest.OlderAfterNewer())["an older event after a newer one"]
+	require.Len(t, got, 4, "%q", got)
+	require.Contains(t, got, "holds purchase A as Active, but its latest event (version 2) says Cancelled")
+	require.Contains(t, strings.Join(got, "\n"), "the Active purchases' latest events make it 0")
+}
+
+// TestCheckDeliveredJudgesWhatAPipelineDelivered: the events made, each
+// delivered twice, pass; one never delivered is a transition whose side
+// effect never happened.
+func TestCheckDeliveredJudgesWhatAPipelineDelivered(t *testing.T) {
+	t.Parallel()
+	var made []contract.Envelope
+	n := &contracttest.Notifier{Logger: quiet}
+	p := &projection{guard: true}
+	pc := p.consumer()
+	for i := range 2 {
+		e := event(t, contract.StatusActive, 1)
+		made = append(made, e, event(t, contract.StatusExpired, 2, e))
+		if i == 0 {
+			continue // the first purchase's records never reach the consumers
+		}
+		for _, e := range made[2:] {
+			for range 2 {
+				require.NoError(t, n.Handle(context.Background(), record(e)))
+				require.NoError(t, pc.Handle(context.Background(), record(e)))
+			}
+		}
+	}
+	require.Empty(t, contracttest.CheckDelivered(context.Background(), n.Consumer(), made[2:]))
+	require.Empty(t, contracttest.CheckDelivered(context.Background(), pc, made[2:]))
+	got := contracttest.CheckDelivered(context.Background(), n.Consumer(), made)
+	require.Len(t, got, 2, "%v", got)
+	require.Equal(t, "pipeline", got[0].Scenario)
+	require.Contains(t, got[0].Message, "Active (version 1) never happened")
+}
+
+// event is a valid event of a new purchase, or of of's purchase when given.
+func event(t *testing.T, status contract.Status, version int64, of ...contract.Envelope) contract.Envelope {
+	t.Helper()
+	p := contract.PurchaseChanged{
+		PurchaseID: uuid.New(), TenantID: uuid.New(), PackageID: uuid.New(), PackageCode: "project-boost-week",
+		PackageKind: contract.KindProjectBoost, Targets: []contract.Target{{TargetKind: contract.TargetProject, TargetID: uuid.New()}},
+		PaymentStatus: contract.PaymentNotRequired, BoostWeight: 3,
+		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour),
+		Price: contract.Price{Amount: contract.NewAmount(decimal.NewFromInt(10)), CurrencyID: contract.CurrencyIDRUB, Currency: contract.RUBCurrency()},
+	}
+	if len(of) > 0 {
+		p = of[0].Payload
+	}
+	p.Status, p.Version = status, version
+	e := contract.NewEnvelope(p, uuid.New(), time.Now())
+	require.NoError(t, e.Validate())
+	return e
+}
+
+// record lays e out as the relay does.
+func record(e contract.Envelope) contract.Record {
+	value, err := contract.Marshal(e)
+	if err != nil {
+		panic(err)
+	}
+	return contract.Record{Key: []byte(e.AggregateID.String()), Value: value,
+		Headers: map[string]string{contract.HeaderMessageID: e.MessageID.String(), contract.HeaderEventType: contract.EventType}}
+}
+
+// TestKitFailsAConsumerThatRefusesWhatALaterRevisionMayWrite: holding
+// records to the producer's rules (Validate) instead of the bounds refuses
+// unknown enum values and contract version 2, which the contract says to
+// keep and warn about.
+func TestKitFailsAConsumerThatRefusesWhatALaterRevisionMayWrite(t *testing.T) {
+	t.Parallel()
+	n := &contracttest.Notifier{Logger: quiet}
+	c := n.Consumer()
+	c.Handle = func(ctx context.Context, r contract.Record) error {
+		e, err := contract.DecodeRecord(r, quiet)
+		if err == nil {
+			err = e.Validate()
+		}
+		if err != nil {
+			return err
+		}
+		return n.Handle(ctx, r)
+	}
+	got := failures(t, c, contracttest.UnknownEnumValues(), contracttest.OtherContractVersions())
+	require.Contains(t, got["unknown enum values"],
+		`refused purchase A's Active (version 1), which the contract admits: contract: invalid event: payload.paymentStatus: unknown value "Chargeback"`)
+	require.Contains(t, strings.Join(got["unknown contract versions and fields"], "\n"), "which the contract admits: contract: invalid event: contractVersion: must be 1")
+	require.Contains(t, got["unknown enum values"], "the side effect for purchase A Active (version 1) never happened")
+}
