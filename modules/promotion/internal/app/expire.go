@@ -80,7 +80,7 @@ type ExpireStore interface {
 	// backlog of the expiry.
 	CountDue(ctx context.Context, asOf time.Time) (int, error)
 	// CountPoison counts the Active purchases the cycle knows as poison
-	// (failed before, retried only in the room a batch leaves).
+	// (failed before, retried in the place a batch keeps for them).
 	CountPoison(ctx context.Context) (int, error)
 }
 
