@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -67,29 +66,23 @@ func (db blockedDB) makeDue(t *testing.T, ids []string) {
 	require.NoError(t, err)
 }
 
-// holdOutboxLock locks the outbox table against inserts, as a migration
-// would, until release (also a cleanup).
-func (db blockedDB) holdOutboxLock(t *testing.T) (release func()) {
-	t.Helper()
-	tx, err := db.SQL.Begin()
-	require.NoError(t, err)
-	_, err = tx.Exec(`LOCK TABLE ` + outboxTable + ` IN EXCLUSIVE MODE`)
-	require.NoError(t, err)
-	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { _ = tx.Rollback() }) })
-	return func() { once.Do(func() { require.NoError(t, tx.Commit()) }) }
-}
-
 // locked counts the purchases among ids whose rows a transaction holds.
 func (db blockedDB) locked(t *testing.T, ids []string) int {
 	t.Helper()
-	tx, err := db.SQL.BeginTx(context.Background(), &sql.TxOptions{})
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback() }()
-	var free int
-	require.NoError(t, tx.QueryRow(`SELECT count(*) FROM (SELECT id FROM promotion.promotion_purchases
-		WHERE id = ANY($1::uuid[]) FOR UPDATE SKIP LOCKED) AS free`, "{"+strings.Join(ids, ",")+"}").Scan(&free))
-	return len(ids) - free
+	return db.LockedRows(t, "promotion.promotion_purchases", ids)
+}
+
+// blockedOnce makes due due, locks the outbox table against the batch's
+// insert, and starts a --once that is then waiting on that lock, holding
+// due; it returns the job, its backend's pid and the lock's release.
+func (db blockedDB) blockedOnce(t *testing.T, env, due []string) (job *onceProcess, pid int, release func()) {
+	t.Helper()
+	db.makeDue(t, due)
+	release = db.HoldLock(t, outboxTable, "EXCLUSIVE")
+	job = startExpireOnce(t, env)
+	pid = db.lockWaiter(t)
+	require.Equal(t, len(due), db.locked(t, due), "the batch holds its rows while it waits")
+	return job, pid, release
 }
 
 // awaitUnlocked polls until no row of ids is held, and returns how long
@@ -156,11 +149,7 @@ func TestExpireOnceBlockedBatchLetsGo(t *testing.T) {
 
 	t.Run("SIGTERM", func(t *testing.T) {
 		due := ids[0:5]
-		db.makeDue(t, due)
-		release := db.holdOutboxLock(t)
-		job := startExpireOnce(t, env)
-		db.lockWaiter(t)
-		require.Equal(t, 5, db.locked(t, due), "the batch holds its rows while it waits")
+		job, _, release := db.blockedOnce(t, env, due)
 
 		sent := time.Now()
 		require.NoError(t, job.cmd.Process.Signal(syscall.SIGTERM))
@@ -179,10 +168,7 @@ func TestExpireOnceBlockedBatchLetsGo(t *testing.T) {
 
 	t.Run("SIGKILL", func(t *testing.T) {
 		due := ids[5:10]
-		db.makeDue(t, due)
-		release := db.holdOutboxLock(t)
-		job := startExpireOnce(t, env)
-		db.lockWaiter(t)
+		job, _, release := db.blockedOnce(t, env, due)
 
 		require.NoError(t, job.cmd.Process.Kill())
 		job.wait(t, time.Minute)
@@ -195,10 +181,7 @@ func TestExpireOnceBlockedBatchLetsGo(t *testing.T) {
 
 	t.Run("SIGSTOP", func(t *testing.T) {
 		due := ids[10:15]
-		db.makeDue(t, due)
-		release := db.holdOutboxLock(t)
-		job := startExpireOnce(t, env)
-		pid := db.lockWaiter(t)
+		job, pid, release := db.blockedOnce(t, env, due)
 		require.NoError(t, job.cmd.Process.Signal(syscall.SIGSTOP))
 		release() // the write goes through; the frozen client never commits
 		testbed.Eventually(t, func() error {

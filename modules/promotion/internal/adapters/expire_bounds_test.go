@@ -2,7 +2,6 @@ package adapters
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sync"
 	"testing"
@@ -22,30 +21,16 @@ import (
 var outboxTable = outbox.TableName(PurchaseChangedV1().Topic)
 
 // holdOutboxLock locks the event's outbox table against inserts from
-// another session, as a migration or an operator's LOCK TABLE would, until
-// release (also a cleanup).
+// another session until release.
 func (b *expireBundle) holdOutboxLock(tb testing.TB) (release func()) {
 	tb.Helper()
-	tx, err := b.db.SQL.BeginTx(b.ctx, nil)
-	require.NoError(tb, err)
-	_, err = tx.ExecContext(b.ctx, `LOCK TABLE `+outboxTable+` IN EXCLUSIVE MODE`)
-	require.NoError(tb, err)
-	var once sync.Once
-	release = func() { once.Do(func() { require.NoError(tb, tx.Commit()) }) }
-	tb.Cleanup(func() { once.Do(func() { _ = tx.Rollback() }) })
-	return release
+	return b.db.HoldLock(tb, outboxTable, "EXCLUSIVE")
 }
 
 // locked counts the purchases among ids whose rows a transaction holds.
 func (b *expireBundle) locked(tb testing.TB, ids []uuid.UUID) int {
 	tb.Helper()
-	tx, err := b.db.SQL.BeginTx(b.ctx, &sql.TxOptions{})
-	require.NoError(tb, err)
-	defer func() { _ = tx.Rollback() }()
-	var free int
-	require.NoError(tb, tx.QueryRowContext(b.ctx, `SELECT count(*) FROM (SELECT id FROM promotion.promotion_purchases
-		WHERE id = ANY($1::uuid[]) FOR UPDATE SKIP LOCKED) AS free`, uuidStrings(ids)).Scan(&free))
-	return len(ids) - free
+	return b.db.LockedRows(tb, purchasesTable, uuidStrings(ids))
 }
 
 // awaitUnlocked polls until no row of ids is held.
