@@ -273,3 +273,31 @@ func TestExpirePoisonRetriedWhileBatchesAreFull(t *testing.T) {
 		"each poison purchase retried once in 3 full cycles")
 	require.EqualValues(t, 40-7-27, b.metric(t, "promotion_expire_backlog")-3, "the healthy backlog still drains")
 }
+
+// Known poison retried alone is not taken for a schema's fault: two
+// purchases a trigger refuses with the same SQLSTATE become poison beside
+// healthy ones, and a later batch that retries only them keeps them as
+// poison and completes (app.RefusedAlike counts the due rows only).
+func TestExpireKnownPoisonRefusedAlikeStaysPoison(t *testing.T) {
+	t.Parallel()
+	b := newExpireBundle(t)
+	ids := b.insertDue(t, 5)
+	b.exec(t, fmt.Sprintf(`CREATE FUNCTION promotion.expire_test_refuse_two() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.id IN ('%s', '%s') THEN
+		RAISE EXCEPTION 'expire test: refused' USING ERRCODE = 'check_violation';
+	END IF;
+	RETURN NEW;
+END $$`, ids[1], ids[3]), `CREATE TRIGGER expire_test_refuse_two BEFORE UPDATE ON promotion.promotion_purchases
+	FOR EACH ROW EXECUTE FUNCTION promotion.expire_test_refuse_two()`)
+
+	first := b.run(t, 20, 1)
+	require.Equal(t, 3, first.Expired)
+	require.Equal(t, 2, first.Failed)
+
+	again := b.run(t, 20, 1)
+	require.Zero(t, again.Expired)
+	require.Equal(t, 2, again.Failed, "retried, and still poison")
+	require.Equal(t, 2, promotiontest.Count(t, b.db, `SELECT count(*) FROM promotion.expire_poison WHERE failures = 2`))
+	require.Empty(t, b.logs.Records(t, "cycle failed"))
+}
