@@ -161,11 +161,15 @@ func PoisonRetries(limit int, n uint64) int {
 // refused the same way: one constraint or trigger refusing every row is a
 // fault of the schema (a bad migration), not of each row's data.
 type RefusedAlikeError struct {
-	Rows    int
+	// Rows is how many due purchases were refused.
+	Rows int
+	// Refusal is what refused them all (SQLSTATE, table, constraint).
 	Refusal string
-	Err     error // the first row's error
+	// Err is the first row's error.
+	Err error
 }
 
+// Error says how many rows, what refused them and the first row's error.
 func (e *RefusedAlikeError) Error() string {
 	return fmt.Sprintf("all %d due purchases of the batch were refused alike (%s), a fault of the schema, not of the rows: %v", e.Rows, e.Refusal, e.Err)
 }
