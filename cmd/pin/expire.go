@@ -51,10 +51,10 @@ func expirePromotions(ctx context.Context, args, environ []string, stdout, stder
 	if err != nil {
 		return err
 	}
-	// The cycle runs to its end even on SIGTERM: the batch in flight commits
-	// or rolls back whole, never half; only the end of the process (SIGKILL)
-	// cuts it, and PostgreSQL then rolls it back.
-	result, err := module.ExpireOnce(context.WithoutCancel(ctx), size)
+	// On SIGTERM the batch in flight still commits or rolls back whole, never
+	// half: it runs on for half of PIN_SHUTDOWN_TIMEOUT, then its statement
+	// is cancelled on the server and it rolls back (ExpireSettings.StopTimeout).
+	result, err := module.ExpireOnce(ctx, size)
 	if err != nil {
 		return fmt.Errorf("expire-promotions: %w", err)
 	}

@@ -18,5 +18,6 @@ func TestExpireEnvironmentDefaultsAreTheModules(t *testing.T) {
 	require.Equal(t, promotion.DefaultExpireSettings(), promotion.ExpireSettings{
 		Interval: cfg.ExpireInterval, BatchSize: cfg.ExpireBatchSize,
 		MaxBatchesPerCycle: cfg.ExpireMaxBatchesPerCycle, CycleBudget: cfg.ExpireCycleBudget,
+		StopTimeout: cfg.ShutdownTimeout / 2,
 	})
 }

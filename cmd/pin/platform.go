@@ -90,6 +90,9 @@ func (p *platform) promotionModule(authenticate echo.MiddlewareFunc, publisher *
 			BatchSize:          p.cfg.ExpireBatchSize,
 			MaxBatchesPerCycle: p.cfg.ExpireMaxBatchesPerCycle,
 			CycleBudget:        p.cfg.ExpireCycleBudget,
+			// Half the host's wait: a batch cancelled then still rolls back
+			// and returns before the stop overruns.
+			StopTimeout: p.cfg.ShutdownTimeout / 2,
 		},
 	})
 }

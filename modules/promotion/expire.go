@@ -58,7 +58,8 @@ func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
 // Poison items are not errors (they are counted in Failed); an
 // infrastructure error is returned, with the batch rolled back and nothing
 // remembered as poison. Neither the cycle budget nor cancelling ctx cuts
-// the batch in half.
+// the batch in half: after a cancel it runs on for the settings'
+// StopTimeout, then rolls back whole.
 func (m *Module) ExpireOnce(ctx context.Context, batchSize int) (ExpireCycleResult, error) {
 	settings := m.expire.settings
 	settings.MaxBatchesPerCycle = 1

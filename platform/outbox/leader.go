@@ -77,8 +77,8 @@ func (r *Relay) whileLeading(ctx context.Context, session execer, f func(context
 			case <-done:
 				return
 			case <-tick.C:
-				// Not cancelled when f returns: pgx closes a connection
-				// whose statement is cancelled, and this one holds the lock.
+				// Not cancelled when f returns: a cancelled statement can cost
+				// its connection (postgres.OpenPool), and this one holds the lock.
 				if _, err := r.exec(context.WithoutCancel(ctx), session, `SELECT 1`); err != nil {
 					lost(fmt.Errorf("lost the lead: %w", err))
 					return

@@ -80,3 +80,41 @@ func isConnectionFault(err error) bool {
 		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
+
+// Refusal is what a PostgreSQL error says refused a statement. A caller
+// tells by it which statement or table raised an error: a constraint of
+// another table than the one a row's statement writes is not that row's.
+type Refusal struct {
+	SQLState string
+	// Table is schema-qualified; empty when the error names none (a data
+	// exception such as 22P02, a trigger's RAISE).
+	Table      string
+	Constraint string
+}
+
+// RefusalOf returns err's Refusal; ok is false when err holds no
+// PostgreSQL error.
+func RefusalOf(err error) (r Refusal, ok bool) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return Refusal{}, false
+	}
+	r = Refusal{SQLState: pgErr.Code, Constraint: pgErr.ConstraintName}
+	if pgErr.TableName != "" {
+		r.Table = pgErr.SchemaName + "." + pgErr.TableName
+	}
+	return r, true
+}
+
+// String is "SQLSTATE 23514 on schema.table, constraint c", leaving out
+// what the error did not name.
+func (r Refusal) String() string {
+	s := "SQLSTATE " + r.SQLState
+	if r.Table != "" {
+		s += " on " + r.Table
+	}
+	if r.Constraint != "" {
+		s += ", constraint " + r.Constraint
+	}
+	return s
+}

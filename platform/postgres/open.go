@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/stdlib"
 	"go.opentelemetry.io/otel/trace"
 	gormpostgres "gorm.io/driver/postgres"
@@ -32,6 +33,9 @@ const (
 	connMaxIdleTime = 5 * time.Minute
 	// slowQuery is the threshold above which GORM logs a statement.
 	slowQuery = 200 * time.Millisecond
+	// cancelWait is how long a cancelled statement's connection waits for
+	// the server to confirm the cancel before it is closed instead.
+	cancelWait = time.Second
 )
 
 // PoolConfig shapes a connection pool. Zero fields take Open's defaults;
@@ -99,6 +103,12 @@ func OpenPool(ctx context.Context, url string, cfg PoolConfig) (*gorm.DB, error)
 		return nil, fmt.Errorf("postgres: parse database URL: %w", err)
 	}
 	connCfg.Tracer = newTracer(cfg.TracerProvider)
+	// A cancelled context cancels the statement on the server (pgx's default
+	// only closes the socket): a backend waiting on a lock does not notice
+	// that its client is gone, and would hold its row locks until it got one.
+	connCfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelWait}
+	}
 	db, err := gorm.Open(gormpostgres.New(gormpostgres.Config{Conn: stdlib.OpenDB(*connCfg)}), &gorm.Config{
 		PrepareStmt:          false,
 		DisableAutomaticPing: true,

@@ -26,6 +26,40 @@ type ExpireRepository struct {
 	db     *gorm.DB
 	outbox *outbox.Publisher
 	events Publications
+	// session is the batch transaction's first statement (batchSession).
+	session string
+}
+
+// ExpireTimeouts bound each batch's transaction on the server, so that a
+// batch lets go of its rows whatever blocks it, even when its client is
+// frozen or gone (docs/adr/0014-expiry-batch-bounded-in-time.md). Hitting
+// one rolls the batch back whole: a fault of the database, never poison.
+type ExpireTimeouts struct {
+	// Lock is lock_timeout: a wait for any one lock (55P03).
+	Lock time.Duration
+	// Statement is statement_timeout: any one statement, its lock waits
+	// included (57014).
+	Statement time.Duration
+	// IdleInTransaction is idle_in_transaction_session_timeout: the server
+	// ends the session of a client silent between two statements (25P03).
+	IdleInTransaction time.Duration
+}
+
+// DefaultExpireTimeouts fit the default 30 s cycle budget: a blocked batch
+// lets go within a third of it (5 s for a lock, 10 s for a statement), and a
+// frozen job holds its rows 5 s after its last statement. A batch of the
+// largest size (10 000) takes about a second.
+var DefaultExpireTimeouts = ExpireTimeouts{Lock: 5 * time.Second, Statement: 10 * time.Second, IdleInTransaction: 5 * time.Second}
+
+// batchSession sets the batch transaction's timeouts, and its plan cache
+// mode: the batch's statements plan the same for any parameters, and a
+// custom plan per batch cost more than running the selection
+// (performance.md). One round trip: without parameters pgx sends it as
+// one simple query.
+func batchSession(t ExpireTimeouts) string {
+	return fmt.Sprintf(`SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL lock_timeout = %d; `+
+		`SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d`,
+		t.Lock.Milliseconds(), t.Statement.Milliseconds(), t.IdleInTransaction.Milliseconds())
 }
 
 var _ app.ExpireStore = (*ExpireRepository)(nil)
@@ -40,7 +74,7 @@ func NewExpireRepository(db *gorm.DB, publisher *outbox.Publisher, publications 
 	if err != nil {
 		return nil, err
 	}
-	return &ExpireRepository{db: db, outbox: publisher, events: events}, nil
+	return &ExpireRepository{db: db, outbox: publisher, events: events, session: batchSession(DefaultExpireTimeouts)}, nil
 }
 
 // expiryCandidate is a locked purchase after its transition, before it is
@@ -54,10 +88,12 @@ type expiryCandidate struct {
 // goroutines. Every poison check (transition, event) runs before the first
 // write, and the rows stay locked until the commit, so no cancellation can
 // slip between a transition and its event. A batch is five round trips:
-// BEGIN, SET LOCAL, one selection, one write (transitions, events, poison
-// forgotten), COMMIT. When the set-based write fails for a row's data
-// (postgres.FaultOf), the batch is rolled back and done again with a savepoint per
-// row, so only that row is set aside; any other error rolls it back whole.
+// BEGIN, SET LOCAL (timeouts, batchSession), one selection, one write
+// (transitions, events, poison forgotten), COMMIT. When the set-based write
+// may have failed for a row's data (ownRefusal), the batch is rolled back
+// and done again with a savepoint per row, so only that row is set aside;
+// any other error rolls it back whole, and so does a redo in which every
+// due row was refused alike (app.RefusedAlike).
 func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
 	if b.Limit <= 0 || b.Expire == nil {
 		return app.ExpireBatchResult{}, errors.New("expire batch: a positive limit and an Expire func are required")
@@ -80,16 +116,14 @@ func (r *ExpireRepository) expireBatch(ctx context.Context, b app.ExpireBatch, r
 	var res app.ExpireBatchResult
 	err := postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
 		res = app.ExpireBatchResult{}
-		// The batch's statements plan the same for any parameters: a custom
-		// plan per batch cost more than running the selection (performance.md).
-		if _, err := tx.Exec.ExecContext(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
-			return fmt.Errorf("set plan cache mode: %w", err)
+		if _, err := tx.Exec.ExecContext(ctx, r.session); err != nil {
+			return fmt.Errorf("set the batch's timeouts: %w", err)
 		}
 		sel, err := selectBatch(ctx, tx, b)
 		if err != nil {
 			return err
 		}
-		res.SkippedLocked, res.Retried, res.Selected = sel.skipped, sel.retried, len(sel.rows)
+		res.SkippedLocked, res.Retried, res.Selected, res.KeptForPoison = sel.skipped, len(sel.retries), len(sel.rows), sel.kept
 		if len(sel.rows) == 0 {
 			return nil
 		}
@@ -101,9 +135,12 @@ func (r *ExpireRepository) expireBatch(ctx context.Context, b app.ExpireBatch, r
 		var failed []app.FailedExpiry
 		if rowByRow {
 			written, unwritten, failed, err = r.writeRowByRow(ctx, tx, candidates)
+			if err == nil {
+				err = refusedAlike(candidates, failed, sel.retries)
+			}
 		} else {
-			written, unwritten, err = r.writeSet(ctx, tx, candidates, sel.retried > 0)
-			if err != nil && postgres.FaultOf(err) == postgres.FaultOfData {
+			written, unwritten, err = r.writeSet(ctx, tx, candidates, len(sel.retries) > 0)
+			if err != nil && ownRefusal(err) {
 				return fmt.Errorf("%w: %w", errSetRefused, err)
 			}
 		}
@@ -129,6 +166,33 @@ func (r *ExpireRepository) expireBatch(ctx context.Context, b app.ExpireBatch, r
 		return app.ExpireBatchResult{}, err
 	}
 	return res, nil
+}
+
+// ownRefusal reports whether err, raised by a statement that writes rows of
+// the purchases table, may be one row's fault: a data-class error
+// (postgres.FaultOf) that names that table or none. Any other table's (the
+// outbox's insert, a trigger's write elsewhere) is the batch's.
+func ownRefusal(err error) bool {
+	r, _ := postgres.RefusalOf(err)
+	return postgres.FaultOf(err) == postgres.FaultOfData && (r.Table == "" || r.Table == purchasesTable)
+}
+
+// refusedAlike applies app.RefusedAlike to the due rows of a row-by-row
+// write: known poison retried is left out, it is known to fail.
+func refusedAlike(cs []expiryCandidate, refused []app.FailedExpiry, retries map[uuid.UUID]bool) error {
+	tried := 0
+	for _, c := range cs {
+		if !retries[c.purchase.ID()] {
+			tried++
+		}
+	}
+	due := make([]app.FailedExpiry, 0, len(refused))
+	for _, f := range refused {
+		if !retries[f.PurchaseID] {
+			due = append(due, f)
+		}
+	}
+	return app.RefusedAlike(tried, due)
 }
 
 // parallelPrepareMin is the batch size from which events are built on

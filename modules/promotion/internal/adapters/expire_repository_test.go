@@ -579,7 +579,7 @@ func TestExpireSelectionUsesPartialIndex(t *testing.T) {
 		var lines []string
 		require.NoError(t, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
 			rows, err := tx.Exec.QueryContext(b.ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+selectBatchQuery,
-				asOf, []string{}, 200, PoisonRetrySlots(200))
+				asOf, []string{}, 200, app.PoisonRetries(200, 1))
 			if err != nil {
 				return err
 			}
@@ -668,11 +668,12 @@ func TestExpirePurchaseColumnsMatchModel(t *testing.T) {
 // Poison never holds healthy purchases back: 25 purchases whose targets
 // were deleted fall due before 10 healthy ones, with batches of 10 and one
 // batch per cycle. No cycle takes more than the batch size, poison retries
-// included. Every healthy purchase is expired within ⌈25/10⌉+1 =
-// 4 cycles; from then on the known poison is retried only in what a batch
-// leaves free, is still logged and counted at every try, and what the job
-// knows survives a new process (a fresh repository and handler on the same
-// database).
+// included. Every healthy purchase is expired within 1+⌈25/(10-1)⌉ =
+// 4 cycles (the first batch knows no poison; every later one keeps a place
+// for a retry); the known poison is retried in that place and in what a
+// batch leaves free, is still logged and counted at every try, and what
+// the job knows survives a new process (a fresh repository and handler on
+// the same database).
 func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	t.Parallel()
 	b := newExpireBundle(t)
@@ -685,7 +686,7 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	healthy := b.insertPurchases(t, healthyN, promotiontest.Purchases{})
 	b.makeDue(t, time.Hour, healthy...)
 
-	cycles := (poisonN+batch-1)/batch + 1
+	cycles := 1 + (poisonN+batch-2)/(batch-1)
 	failed := 0
 	for i := range cycles {
 		res := b.run(t, batch, 1)
@@ -706,28 +707,33 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	require.Equal(t, poisonN, known)
 	require.Equal(t, failed-poisonN, retried, "the retry slot takes the least recently tried")
 
-	// A new process: the known poison takes no slot from new healthy
-	// purchases, and with no room left none is retried.
+	// A new process: the known poison keeps its one place in a batch that
+	// new healthy purchases would fill, and no more.
 	fresh := b.insertDue(t, batch)
 	store, err := NewExpireRepository(b.db.Gorm, b.publisher)
 	require.NoError(t, err)
 	cycle := promotiontest.ExpireCycle(t, store, ports.ExpireTelemetryDeps{})
 	res, err := cycle.Run(b.ctx, app.ExpireSettings{BatchSize: batch, MaxBatchesPerCycle: 1}.WithDefaults())
 	require.NoError(t, err)
-	require.Equal(t, batch, res.Expired)
-	require.Zero(t, res.Failed, "a full batch leaves no room for a retry")
+	require.Equal(t, batch-1, res.Expired)
+	require.Equal(t, 1, res.Failed, "one place kept for a retry")
+	expired := 0
 	for _, id := range fresh {
-		require.Equal(t, "Expired", b.row(t, id).Status)
+		if b.row(t, id).Status == "Expired" {
+			expired++
+		}
 	}
+	require.Equal(t, batch-1, expired, "the oldest due healthy ones")
 
-	// Repaired and retried, a poison purchase expires and is forgotten.
+	// Repaired and retried, a poison purchase expires and is forgotten,
+	// beside the last fresh one.
 	var oldest uuid.UUID
 	require.NoError(t, b.db.SQL.QueryRowContext(b.ctx,
 		`SELECT purchase_id FROM promotion.expire_poison ORDER BY last_attempt_at, purchase_id LIMIT 1`).Scan(&oldest))
 	b.exec(t, fmt.Sprintf(`INSERT INTO promotion.promotion_purchase_targets (purchase_id, target_kind, target_id, position)
 		VALUES ('%s', 'Project', '%s', 0)`, oldest, uuid.New()))
 	fixed := b.run(t, batch, 1)
-	require.Equal(t, 1, fixed.Expired)
+	require.Equal(t, 2, fixed.Expired)
 	require.Equal(t, "Expired", b.row(t, oldest).Status)
 	require.EqualValues(t, poisonN-1, b.metric(t, "promotion_expire_poison_purchases"))
 }

@@ -14,12 +14,6 @@ import (
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
-// PoisonRetrySlots is how many known poison purchases a batch retries at
-// most (a tenth, at least one), and only in the room its due purchases
-// leave: the limit bounds the batch, and poison never takes a healthy
-// purchase's slot.
-func PoisonRetrySlots(limit int) int { return max(limit/10, 1) }
-
 // purchaseColumns are the columns of purchaseModel in the order
 // purchaseFields scans them; a test compares them with the model.
 var purchaseColumns = []string{
@@ -49,7 +43,8 @@ var (
 type batchSelection struct {
 	rows    []purchaseModel
 	targets map[uuid.UUID][]targetModel
-	retried int
+	retries map[uuid.UUID]bool // the known poison retried
+	kept    int                // places kept for poison (0 or 1)
 	skipped int
 }
 
@@ -57,21 +52,24 @@ type batchSelection struct {
 // a row it cannot carry the skipped count, which is then asked for alone.
 func selectBatch(ctx context.Context, tx postgres.Tx, b app.ExpireBatch) (batchSelection, error) {
 	exclude := uuidStrings(b.Exclude)
-	rows, err := tx.Exec.QueryContext(ctx, selectBatchQuery, b.AsOf, exclude, b.Limit, PoisonRetrySlots(b.Limit))
+	rows, err := tx.Exec.QueryContext(ctx, selectBatchQuery, b.AsOf, exclude, b.Limit, b.RetryPoison)
 	if err != nil {
 		return batchSelection{}, fmt.Errorf("select due purchases: %w", err)
 	}
 	defer rows.Close()
-	sel := batchSelection{rows: make([]purchaseModel, 0, b.Limit), targets: make(map[uuid.UUID][]targetModel, b.Limit)}
+	sel := batchSelection{rows: make([]purchaseModel, 0, b.Limit), targets: make(map[uuid.UUID][]targetModel, b.Limit),
+		retries: map[uuid.UUID]bool{}}
 	for rows.Next() {
 		var m purchaseModel
 		var slot int
 		var targets sql.NullString
-		if err := rows.Scan(append(purchaseFields(&m), &slot, &targets, &sel.skipped)...); err != nil {
+		if err := rows.Scan(append(purchaseFields(&m), &slot, &targets, &sel.skipped, &sel.kept)...); err != nil {
 			return batchSelection{}, fmt.Errorf("select due purchases: %w", err)
 		}
 		sel.rows = append(sel.rows, m)
-		sel.retried += slot
+		if slot == 1 {
+			sel.retries[m.ID] = true
+		}
 		if ts := parseTargets(m.ID, targets.String); ts != nil {
 			sel.targets[m.ID] = ts
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
 )
 
 // The selection's skipped-locked count reads only the window the batch
@@ -27,7 +29,7 @@ func TestExpireSkippedCountScansOnlyTheBatchWindow(t *testing.T) {
 	require.NoError(t, err)
 	var plan []byte
 	require.NoError(t, tx.QueryRowContext(b.ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+selectBatchQuery,
-		time.Now(), []string{}, limit, PoisonRetrySlots(limit)).Scan(&plan))
+		time.Now(), []string{}, limit, app.PoisonRetries(limit, 1)).Scan(&plan))
 
 	var root []struct{ Plan planNode }
 	require.NoError(t, json.Unmarshal(plan, &root))

@@ -58,16 +58,18 @@ const forgetPoisonCTE = `,
 forgotten AS (DELETE FROM promotion.expire_poison WHERE purchase_id IN (SELECT id FROM updated))`
 
 // writeRowByRow writes each candidate's transition and events under its own
-// savepoint, so a row whose own statements fail for its data (postgres.FaultOf) is
-// set aside and the others are kept, then forgets the poison records of
-// those written. Any other error aborts the batch.
+// savepoint, so a row whose own statement, its transition's, is refused for
+// its data (ownRefusal) is set aside and the others are kept, then forgets
+// the poison records of those written. Any other error aborts the batch,
+// whatever its class when the outbox's insert raised it: the platform's
+// table refusing an event is no row's fault.
 func (r *ExpireRepository) writeRowByRow(ctx context.Context, tx postgres.Tx, cs []expiryCandidate) (written []expiryCandidate, unwritten []transition, failed []app.FailedExpiry, err error) {
 	for _, c := range cs {
 		var stale []transition
+		var own error // the transition's own statement's error
 		rowErr := inSavepoint(ctx, tx, "expire_item", func() error {
-			var err error
-			if _, stale, err = writeTransitionSet(ctx, tx, []transition{c.transition}); err != nil || len(stale) > 0 {
-				return err
+			if _, stale, own = writeTransitionSet(ctx, tx, []transition{c.transition}); own != nil || len(stale) > 0 {
+				return own
 			}
 			return r.events.publish(ctx, tx, r.outbox, c.events)
 		})
@@ -76,8 +78,9 @@ func (r *ExpireRepository) writeRowByRow(ctx context.Context, tx postgres.Tx, cs
 			unwritten = append(unwritten, stale...)
 		case rowErr == nil:
 			written = append(written, c)
-		case postgres.FaultOf(rowErr) == postgres.FaultOfData:
-			failed = append(failed, app.FailedExpiry{PurchaseID: c.purchase.ID(), Err: rowErr})
+		case rowErr == own && ownRefusal(own):
+			refusal, _ := postgres.RefusalOf(own)
+			failed = append(failed, app.FailedExpiry{PurchaseID: c.purchase.ID(), Err: rowErr, Refusal: refusal.String()})
 		default:
 			return nil, nil, nil, rowErr
 		}

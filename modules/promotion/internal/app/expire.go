@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,16 +27,23 @@ type ExpireSettings struct {
 	// CycleBudget bounds when a cycle may start a batch: once the budget
 	// is spent no new batch starts, but the batch in flight still commits.
 	CycleBudget time.Duration
+	// StopTimeout bounds how long a stop lets the batch in flight run on:
+	// then its statement is cancelled on the server and it rolls back
+	// whole. `pin serve` and `--once` give it half of PIN_SHUTDOWN_TIMEOUT.
+	StopTimeout time.Duration
 }
 
 // DefaultExpireSettings are the design document's: a 60 s interval, one
-// batch of 200 per cycle, a 30 s budget.
+// batch of 200 per cycle, a 30 s budget; and half the default 30 s
+// shutdown timeout for a stop.
 func DefaultExpireSettings() ExpireSettings {
-	return ExpireSettings{Interval: 60 * time.Second, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: 30 * time.Second}
+	return ExpireSettings{Interval: 60 * time.Second, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: 30 * time.Second,
+		StopTimeout: 15 * time.Second}
 }
 
-// WithDefaults fills the zero Interval, BatchSize and CycleBudget from
-// DefaultExpireSettings. A zero MaxBatchesPerCycle stays: it means no limit.
+// WithDefaults fills the zero Interval, BatchSize, CycleBudget and
+// StopTimeout from DefaultExpireSettings. A zero MaxBatchesPerCycle stays:
+// it means no limit.
 func (s ExpireSettings) WithDefaults() ExpireSettings {
 	d := DefaultExpireSettings()
 	if s.Interval <= 0 {
@@ -47,6 +55,9 @@ func (s ExpireSettings) WithDefaults() ExpireSettings {
 	if s.CycleBudget <= 0 {
 		s.CycleBudget = d.CycleBudget
 	}
+	if s.StopTimeout <= 0 {
+		s.StopTimeout = d.StopTimeout
+	}
 	return s
 }
 
@@ -57,17 +68,19 @@ type ExpireStore interface {
 	// ties by id), skipping rows another transaction holds, lets b.Expire
 	// make each transition, and stores the transitions together with their
 	// events. A purchase that cannot be expired, whose event cannot be built
-	// or whose row's own data is refused (SQLSTATE class 22 or 23) is left
-	// out (Failed) and stays Active; one another writer changed since it was
-	// selected is left out too (Superseded); the rest commits. Any other
-	// error, a fault of the database, rolls the whole batch back and is
-	// returned; the locks are released either way.
+	// or whose row's own statement is refused for its data (SQLSTATE class
+	// 22 or 23, naming no other table) is left out (Failed) and stays
+	// Active; one another writer changed since it was selected is left out
+	// too (Superseded); the rest commits. Any other error, a fault of the
+	// database (a lock or statement timeout, a refusal of the outbox's
+	// insert, RefusedAlike), rolls the whole batch back and is returned; the
+	// locks are released either way.
 	ExpireBatch(ctx context.Context, b ExpireBatch) (ExpireBatchResult, error)
 	// CountDue counts the Active purchases with EndsAt <= asOf: the
 	// backlog of the expiry.
 	CountDue(ctx context.Context, asOf time.Time) (int, error)
 	// CountPoison counts the Active purchases the cycle knows as poison
-	// (failed before, retried only in the room a batch leaves).
+	// (failed before, retried in the place a batch keeps for them).
 	CountPoison(ctx context.Context) (int, error)
 }
 
@@ -83,6 +96,11 @@ type ExpireBatch struct {
 	// Expire applies the transition to one locked purchase. The store may
 	// call it for different purchases concurrently.
 	Expire func(*domain.Purchase) error
+	// RetryPoison bounds the known poison purchases the batch retries,
+	// least recently tried first, in the room its due purchases leave; one
+	// place of Limit is kept for them even when due purchases would fill
+	// it (PoisonRetries). 0 retries none.
+	RetryPoison int
 }
 
 // ExpireBatchResult is the outcome of a committed batch.
@@ -92,6 +110,9 @@ type ExpireBatchResult struct {
 	// Retried is how many of them were known poison, taken in the room
 	// the due purchases left under the batch's limit.
 	Retried int
+	// KeptForPoison is how many places of the limit the batch kept for
+	// known poison (0 or 1): its due purchases took at most Limit minus it.
+	KeptForPoison int
 	// Expired are the purchases whose transition and event committed, in
 	// selection order.
 	Expired []*domain.Purchase
@@ -118,6 +139,60 @@ type SupersededExpiry struct {
 type FailedExpiry struct {
 	PurchaseID uuid.UUID
 	Err        error
+	// Refusal names what refused the row's own statement when PostgreSQL
+	// did (SQLSTATE, table, constraint); empty for a failure found in Go.
+	Refusal string
+}
+
+// PoisonRetries is how many known poison purchases the n-th batch (from 0)
+// of a cycle's store retries at most, with limit: a tenth of the batch, at
+// least one. One place is kept for them even while due purchases fill
+// every batch, so poison is retried at every batch, and a batch never
+// holds more than limit; a batch of one keeps it every second batch (odd
+// n), so the due purchases move too.
+func PoisonRetries(limit int, n uint64) int {
+	if limit <= 1 && n%2 == 0 {
+		return 0
+	}
+	return max(limit/10, 1)
+}
+
+// RefusedAlikeError fails a batch whose due purchases PostgreSQL all
+// refused the same way: one constraint or trigger refusing every row is a
+// fault of the schema (a bad migration), not of each row's data.
+type RefusedAlikeError struct {
+	// Rows is how many due purchases were refused.
+	Rows int
+	// Refusal is what refused them all (SQLSTATE, table, constraint).
+	Refusal string
+	// Err is the first row's error.
+	Err error
+}
+
+// Error says how many rows, what refused them and the first row's error.
+func (e *RefusedAlikeError) Error() string {
+	return fmt.Sprintf("all %d due purchases of the batch were refused alike (%s), a fault of the schema, not of the rows: %v", e.Rows, e.Refusal, e.Err)
+}
+
+// Unwrap returns the first row's error.
+func (e *RefusedAlikeError) Unwrap() error { return e.Err }
+
+// RefusedAlike is the rule that keeps a bad migration from quarantining
+// the backlog as poison: when at least two due purchases reached
+// PostgreSQL (tried) and every one of them was refused with one and the
+// same Refusal, it returns a *RefusedAlikeError, which fails the batch as
+// a fault; otherwise nil, and the refused rows are poison. A batch of one
+// cannot tell and keeps it as poison.
+func RefusedAlike(tried int, refused []FailedExpiry) error {
+	if tried < 2 || len(refused) != tried || refused[0].Refusal == "" {
+		return nil
+	}
+	for _, f := range refused[1:] {
+		if f.Refusal != refused[0].Refusal {
+			return nil
+		}
+	}
+	return &RefusedAlikeError{Rows: tried, Refusal: refused[0].Refusal, Err: refused[0].Err}
 }
 
 // ExpireCycleResult is what a cycle did. The counters cover the committed
@@ -176,6 +251,7 @@ type ExpireCycle struct {
 	store    ExpireStore
 	observer ExpireObserver
 	now      func() time.Time
+	batches  atomic.Uint64 // batches started, for PoisonRetries
 }
 
 // NewExpireCycle builds the cycle on store, reporting to observer. now is
@@ -194,16 +270,17 @@ func NewExpireCycle(store ExpireStore, observer ExpireObserver, now func() time.
 // stored); the cycle's run id goes on the context, so it is in every log
 // line (run_id), on the cycle span and in every event (correlation id).
 //
-// Batches run under context.WithoutCancel(ctx): neither the budget nor a
-// stop (ctx cancelled) cuts the batch in flight; it commits or rolls back
-// whole, and then no further batch starts. Only the end of the process (a
-// stop's deadline) can roll it back. Poison items are not errors; an
-// infrastructure error is returned together with the counts of the batches
-// that committed before it.
+// Batches run under context.WithoutCancel(ctx): the budget never cuts the
+// batch in flight, and a stop (ctx cancelled) lets it run on for
+// settings.StopTimeout; it commits or rolls back whole, and then no further
+// batch starts. Poison items are not errors; an infrastructure error is
+// returned together with the counts of the batches that committed before
+// it.
 func (c *ExpireCycle) Run(ctx context.Context, settings ExpireSettings) (ExpireCycleResult, error) {
 	started := time.Now()
-	if settings.BatchSize <= 0 || settings.CycleBudget <= 0 {
-		return ExpireCycleResult{}, fmt.Errorf("expire promotions: batch size %d and budget %s must be positive (ExpireSettings.WithDefaults)", settings.BatchSize, settings.CycleBudget)
+	if settings.BatchSize <= 0 || settings.CycleBudget <= 0 || settings.StopTimeout <= 0 {
+		return ExpireCycleResult{}, fmt.Errorf("expire promotions: batch size %d, budget %s and stop timeout %s must be positive (ExpireSettings.WithDefaults)",
+			settings.BatchSize, settings.CycleBudget, settings.StopTimeout)
 	}
 	runID, err := uuid.NewV7()
 	if err != nil {
@@ -214,8 +291,10 @@ func (c *ExpireCycle) Run(ctx context.Context, settings ExpireSettings) (ExpireC
 	ctx = c.observer.CycleStarted(ctx, res, settings)
 
 	// The work is not cancelled with ctx, nor by the budget: a batch is
-	// finished whole.
-	err = c.runBatches(ctx, context.WithoutCancel(ctx), started.Add(settings.CycleBudget), settings, &res)
+	// finished whole, unless a stop has waited StopTimeout for it.
+	work, release := afterStop(ctx, settings.StopTimeout)
+	err = c.runBatches(ctx, work, started.Add(settings.CycleBudget), settings, &res)
+	release()
 	res.Duration = time.Since(started)
 	if err != nil {
 		c.observer.CycleFailed(ctx, res, err)
@@ -252,7 +331,7 @@ func (c *ExpireCycle) runBatches(ctx, work context.Context, budgetEnd time.Time,
 		for _, s := range b.Superseded {
 			exclude = append(exclude, s.PurchaseID)
 		}
-		if b.Selected-b.Retried < settings.BatchSize {
+		if b.Selected-b.Retried < settings.BatchSize-b.KeptForPoison {
 			return nil // the due purchases that are free to take are all done
 		}
 	}
@@ -271,16 +350,34 @@ func mayTakeAnother(ctx context.Context, budgetEnd time.Time, settings ExpireSet
 	return time.Until(budgetEnd) >= last
 }
 
+// afterStop is ctx without its cancellation, cancelled only timeout after
+// ctx is: a stop lets the batch in flight finish, but not forever.
+// release frees its timer.
+func afterStop(ctx context.Context, timeout time.Duration) (work context.Context, release func()) {
+	work, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stopped := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(timeout, func() {
+			cancel(fmt.Errorf("stopped: the batch in flight did not finish within the stop timeout (%s)", timeout))
+		})
+		context.AfterFunc(work, func() { t.Stop() })
+	})
+	return work, func() { stopped(); cancel(nil) }
+}
+
 // runBatch runs one batch and reports it.
 func (c *ExpireCycle) runBatch(ctx context.Context, settings ExpireSettings, asOf time.Time, exclude []uuid.UUID) (ExpireBatchResult, error) {
 	ctx = c.observer.BatchStarted(ctx, settings.BatchSize)
 	b, err := c.store.ExpireBatch(ctx, ExpireBatch{
-		AsOf:    asOf,
-		Limit:   settings.BatchSize,
-		Exclude: exclude,
-		Expire:  func(p *domain.Purchase) error { return p.Expire(asOf) },
+		AsOf:        asOf,
+		Limit:       settings.BatchSize,
+		Exclude:     exclude,
+		Expire:      func(p *domain.Purchase) error { return p.Expire(asOf) },
+		RetryPoison: PoisonRetries(settings.BatchSize, c.batches.Add(1)-1),
 	})
 	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			err = fmt.Errorf("%w (%v)", err, cause)
+		}
 		c.observer.BatchFailed(ctx, err)
 		return ExpireBatchResult{}, fmt.Errorf("expire batch: %w", err)
 	}

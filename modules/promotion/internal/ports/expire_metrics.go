@@ -73,7 +73,7 @@ func newExpireMetrics(reg prometheus.Registerer, store app.ExpireStore, now func
 		backlog: prometheus.NewDesc("promotion_expire_backlog",
 			"Active purchases whose EndsAt has passed and that are not expired yet, counted at scrape time.", nil, nil),
 		poison: prometheus.NewDesc("promotion_expire_poison_purchases",
-			"Active purchases the expiry cycles failed to expire and retries only in the room a batch leaves (promotion.expire_poison), counted at scrape time.", nil, nil),
+			"Active purchases the expiry cycles failed to expire and retries in the place each batch keeps for them (promotion.expire_poison), counted at scrape time.", nil, nil),
 		errors: m.errors,
 		store:  store,
 		now:    now,

@@ -1,24 +1,33 @@
 -- expire_select_batch locks one expiry batch in one round trip.
--- $1 AsOf, $2 Exclude (uuid[]), $3 Limit, $4 the most poison retries (PoisonRetrySlots).
---   due:     Active, due, not known poison, oldest first, FOR UPDATE SKIP LOCKED; WHERE and ORDER BY
---            match the partial index promotion_purchases_expiry_idx, so terminal rows cost nothing.
+-- $1 AsOf, $2 Exclude (uuid[]), $3 Limit, $4 the most poison retries (app.PoisonRetries).
+--   kept:    one place of the limit kept for poison when $4 allows a retry and known poison is due,
+--            so poison is retried while due rows fill every batch.
+--   due:     Active, due, not known poison, oldest first, FOR UPDATE SKIP LOCKED, at most the limit
+--            less the kept place; WHERE and ORDER BY match the partial index
+--            promotion_purchases_expiry_idx, so terminal rows cost nothing.
 --   retry:   known poison, least recently tried first, at most $4 and only in the room the due rows
---            leave under the limit.
+--            leave under the limit (the kept place at least).
 --   targets: each row's as "kind id,kind id" in position order.
 --   skipped: due rows another transaction holds. SKIP LOCKED does not say, so a plain read (it does
 --            not wait for locks) counts the window the selection scanned, capped, minus the rows
---            taken. The window ends at the batch's last row when it is full, else at the end of the
+--            taken. The window ends at the due rows' last row when they are full, else at the end of the
 --            due range: one row bound, AND-ed, so it is the count's index condition and the count
 --            reads the window, not the backlog (an OR made it a filter).
 -- The purchase columns are purchaseColumns (TestExpireQueriesReadPurchaseColumns).
-WITH due AS (
+WITH kept AS (
+	SELECT count(*) AS n FROM (
+		SELECT 1 FROM promotion.expire_poison AS x JOIN promotion.promotion_purchases AS p ON p.id = x.purchase_id
+		WHERE p.status = 'Active' AND p.ends_at <= $1 AND p.id <> ALL($2::uuid[])
+		LIMIT least($4, 1)
+	) AS r
+), due AS (
 	SELECT id, tenant_id, package_id, package_code, package_kind, boost_weight, price_amount, currency_id,
 		currency_iso_code, currency_name, currency_sign, status, payment_status, starts_at, ends_at,
 		cancel_reason, created_by_user_id, updated_by_user_id, created_at, updated_at, version
 	FROM promotion.promotion_purchases
 	WHERE status = 'Active' AND ends_at <= $1 AND id <> ALL($2::uuid[])
 		AND NOT EXISTS (SELECT 1 FROM promotion.expire_poison AS x WHERE x.purchase_id = promotion_purchases.id)
-	ORDER BY ends_at, id LIMIT $3
+	ORDER BY ends_at, id LIMIT $3 - (SELECT n FROM kept)
 	FOR UPDATE SKIP LOCKED
 ), retry AS (
 	SELECT p.id, p.tenant_id, p.package_id, p.package_code, p.package_kind, p.boost_weight, p.price_amount,
@@ -53,10 +62,11 @@ SELECT k.id, k.tenant_id, k.package_id, k.package_code, k.package_kind, k.boost_
 		WHERE q.status = 'Active' AND q.ends_at <= $1 AND q.id <> ALL($2::uuid[])
 			AND NOT EXISTS (SELECT 1 FROM promotion.expire_poison AS x WHERE x.purchase_id = q.id)
 			AND (q.ends_at, q.id) <= (SELECT ends_at, id FROM (
-				(SELECT ends_at, id FROM due ORDER BY ends_at, id OFFSET $3 - 1 LIMIT 1)
+				(SELECT ends_at, id FROM due ORDER BY ends_at, id OFFSET greatest($3 - (SELECT n FROM kept) - 1, 0) LIMIT 1)
 				UNION ALL SELECT $1, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid) AS bound
 				ORDER BY ends_at, id LIMIT 1)
 		ORDER BY q.ends_at, q.id LIMIT $3 + (SELECT count(*) FROM due)
-	) AS w) - (SELECT count(*) FROM due)
+	) AS w) - (SELECT count(*) FROM due),
+	(SELECT n FROM kept)
 FROM picked AS k
 ORDER BY k.slot, k.sort_at, k.id
