@@ -16,7 +16,12 @@ STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # newest `go list -m golang.org/x/vulndb@latest` to learn of new advisories.
 GOVULNCHECK    := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
-GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X main.buildVersion=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
+# The version and commit a binary reports (pin version, pin_build_info): linked
+# here, so that GOFLAGS=-buildvcs=false cannot take them away (docs/releasing.md).
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION      ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILDINFO     := github.com/pinmarket/pin/platform/buildinfo
+GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X $(BUILDINFO).linkedVersion=$(VERSION) -X $(BUILDINFO).linkedRevision=$(REVISION)"
 
 .PHONY: help dev test test-short fuzz bench lint vuln build build-production image migrate clean check-postgres
 
@@ -32,7 +37,7 @@ build-production: ## build bin/pin-production as the image does (-tags productio
 	$(GO) build -tags production $(GOFLAGS_BUILD) -o $(BIN)-production ./cmd/pin
 
 image: ## build the container image pin:$(git describe), with that version inside
-	docker build --build-arg VERSION="$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -t pin:"$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" .
+	docker build --build-arg VERSION="$(VERSION)" --build-arg REVISION="$(REVISION)" -t pin:"$(VERSION)" .
 
 dev: ## run the module on this machine: API, expiry job, outbox relay and an embedded Kafka-protocol broker
 	@./scripts/check-postgres.sh "$${PIN_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/pin?sslmode=disable}"

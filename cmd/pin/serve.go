@@ -13,6 +13,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/platform/auth"
+	"github.com/pinmarket/pin/platform/buildinfo"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/host"
 	"github.com/pinmarket/pin/platform/httpserver"
@@ -144,7 +145,7 @@ func (s *server) build(ctx context.Context) error {
 
 // run runs the host until ctx ends; a stop by signal is no failure.
 func (s *server) run(ctx context.Context) error {
-	s.logger.InfoContext(ctx, "pin started", "version", version(), "http_addr", s.cfg.HTTPAddr, "dev", s.dev, "kafka_brokers", s.cfg.KafkaBrokers, "kafka_security", kafkaSecurity(s.cfg))
+	s.logger.InfoContext(ctx, "pin started", "version", version(), "go_version", buildinfo.Read().GoVersion, "http_addr", s.cfg.HTTPAddr, "dev", s.dev, "kafka_brokers", s.cfg.KafkaBrokers, "kafka_security", kafkaSecurity(s.cfg))
 	if err := s.host.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
