@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel"
 
@@ -116,8 +117,12 @@ func (s *server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	host.RegisterProbes(e, func(ctx context.Context) error { return postgres.Ready(ctx, s.sqlDB) }, s.reg, s.logger)
-	if err := addAdmin(ctx, s.host, cfg.AdminAddr, s.logger); err != nil {
+	var publicMetrics *prometheus.Registry // nil: /metrics on the admin listener only
+	if cfg.MetricsPublic {
+		publicMetrics = s.reg
+	}
+	host.RegisterProbes(e, func(ctx context.Context) error { return postgres.Ready(ctx, s.sqlDB) }, publicMetrics, s.logger)
+	if err := addAdmin(ctx, s.host, cfg.AdminAddr, s.reg, s.logger); err != nil {
 		return err
 	}
 
