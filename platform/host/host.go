@@ -15,6 +15,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pinmarket/pin/platform/backoff"
 )
 
 // Config tunes the host's lifecycle.
@@ -23,7 +25,8 @@ type Config struct {
 	// may take to finish after a stop signal.
 	ShutdownTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the wait before a failed runner is
-	// restarted; the wait doubles with each failure in a row.
+	// restarted; the wait doubles with each failure in a row, and a random
+	// jitter (platform/backoff) takes up to half of it off.
 	MinBackoff, MaxBackoff time.Duration
 }
 
@@ -206,7 +209,7 @@ func goroutineDump() string {
 // logged, counted and restarted after a backoff that grows with failures in
 // a row and resets once the runner has stayed up for a while.
 func (h *Host) supervise(ctx context.Context, r Runner) {
-	backoff := h.cfg.MinBackoff
+	delay := h.cfg.MinBackoff
 	for {
 		started := time.Now()
 		err := runSafely(ctx, r)
@@ -226,16 +229,17 @@ func (h *Host) supervise(ctx context.Context, r Runner) {
 		}
 		h.failures.WithLabelValues(r.Name(), kind).Inc()
 		if time.Since(started) > 4*h.cfg.MaxBackoff {
-			backoff = h.cfg.MinBackoff
+			delay = h.cfg.MinBackoff
 		}
-		h.logger.ErrorContext(ctx, "runner failed; restarting", "runner", r.Name(), "kind", kind, "error", err, "backoff", backoff.String())
+		wait := backoff.Jitter(delay)
+		h.logger.ErrorContext(ctx, "runner failed; restarting", "runner", r.Name(), "kind", kind, "error", err, "backoff", wait.String())
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 		h.restarts.WithLabelValues(r.Name()).Inc()
-		backoff = min(2*backoff, h.cfg.MaxBackoff)
+		delay = min(2*delay, h.cfg.MaxBackoff)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel/codes"
 
+	"github.com/pinmarket/pin/platform/backoff"
 	"github.com/pinmarket/pin/platform/kafka"
 )
 
@@ -86,11 +87,11 @@ func waves(rows []outboxRow) [][]outboxRow {
 }
 
 // retry publishes a message that Kafka refused until it goes through or
-// MaxAttempts is reached, pausing RetryBackoff, doubled each time.
+// MaxAttempts is reached, pausing RetryBackoff, doubled each time (with jitter).
 func (r *Relay) retry(ctx context.Context, producer *wmkafka.Publisher, topic string, msg *message.Message, err error) (attempts int, _ error) {
 	pause := r.cfg.RetryBackoff
 	for attempts = 1; attempts < r.cfg.MaxAttempts && isMessageError(err); attempts++ {
-		if !sleep(ctx, pause) {
+		if !sleep(ctx, backoff.Jitter(pause)) {
 			return attempts, err
 		}
 		pause *= 2
