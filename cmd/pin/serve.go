@@ -111,7 +111,7 @@ func (s *server) build(ctx context.Context) error {
 	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr, Transient: postgres.IsTransient, Propagator: otel.GetTextMapPropagator()}
 	e := httpserver.New(httpCfg, s.logger, s.reg, s.tp)
 	ln := s.ln
-	s.host, err = host.New(host.Config{ShutdownTimeout: cfg.ShutdownTimeout}, e, func(ctx context.Context) error {
+	s.host, err = host.New(host.Config{ShutdownTimeout: cfg.ShutdownTimeout, DrainDelay: cfg.ShutdownDrain}, e, func(ctx context.Context) error {
 		return httpserver.ServeListener(ctx, ln, e, httpCfg, cfg.ShutdownTimeout)
 	}, s.logger, s.reg)
 	if err != nil {
@@ -121,7 +121,8 @@ func (s *server) build(ctx context.Context) error {
 	if cfg.MetricsPublic {
 		publicMetrics = s.reg
 	}
-	host.RegisterProbes(e, func(ctx context.Context) error { return postgres.Ready(ctx, s.sqlDB) }, publicMetrics, s.logger)
+	ready := s.host.ReadyUnlessDraining(func(ctx context.Context) error { return postgres.Ready(ctx, s.sqlDB) })
+	host.RegisterProbes(e, ready, publicMetrics, s.logger)
 	if err := addAdmin(ctx, s.host, cfg.AdminAddr, s.reg, s.logger); err != nil {
 		return err
 	}

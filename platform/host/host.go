@@ -24,6 +24,10 @@ type Config struct {
 	// ShutdownTimeout bounds how long in-flight requests and runner cycles
 	// may take to finish after a stop signal.
 	ShutdownTimeout time.Duration
+	// DrainDelay is how long, after the stop signal, the host keeps serving
+	// with ReadyUnlessDraining reporting not ready, before it stops taking
+	// work: load balancers take the instance out while it still answers.
+	DrainDelay time.Duration
 	// MinBackoff and MaxBackoff bound the wait before a failed runner is
 	// restarted; the wait doubles with each failure in a row, and a random
 	// jitter (platform/backoff) takes up to half of it off.
@@ -58,6 +62,8 @@ type Host struct {
 	topics   []string
 	restarts *prometheus.CounterVec
 	failures *prometheus.CounterVec
+	// draining is set from the stop signal on.
+	draining atomic.Bool
 }
 
 // New builds a host around an Echo instance and the function that serves it
@@ -110,15 +116,34 @@ func (h *Host) AddModule(m Module) {
 // relay, retention and metrics serve.
 func (h *Host) OutboxTopics() []string { return slices.Clone(h.topics) }
 
+// drainingError is ReadyUnlessDraining's answer once the stop has begun.
+type drainingError struct{}
+
+func (drainingError) Error() string       { return "host: stopping" }
+func (drainingError) ReadyReason() string { return "shutting_down" }
+
+// ReadyUnlessDraining wraps ready for /readyz: from the stop signal on it
+// reports not ready, through the drain delay and the shutdown after it.
+func (h *Host) ReadyUnlessDraining(ready ReadyFunc) ReadyFunc {
+	return func(ctx context.Context) error {
+		if h.draining.Load() {
+			return drainingError{}
+		}
+		return ready(ctx)
+	}
+}
+
 // AddRunner registers a platform runner, such as the outbox relay.
 func (h *Host) AddRunner(r Runner) { h.runners = append(h.runners, r) }
 
 // Run serves until ctx is cancelled (the caller cancels it on SIGTERM or
-// SIGINT), then stops taking work and waits, at most ShutdownTimeout, for
+// SIGINT), drains for DrainDelay (ReadyUnlessDraining reports not ready from
+// that moment), then stops taking work and waits, at most ShutdownTimeout, for
 // in-flight requests and runner cycles. It returns nil after a clean stop
 // and an error when the HTTP server fails or the stop overruns.
 func (h *Host) Run(ctx context.Context) error {
-	runCtx, cancel := context.WithCancel(ctx)
+	// Not derived from ctx: the parts keep running through the drain.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 
 	// parts names the runners and the HTTP server, and returned[i] is set
@@ -154,6 +179,8 @@ func (h *Host) Run(ctx context.Context) error {
 	var err error
 	select {
 	case <-ctx.Done():
+		h.draining.Store(true)
+		err = h.drain(ctx, &serveErr)
 		h.logger.InfoContext(ctx, "stop requested: finishing in-flight work", "timeout", h.cfg.ShutdownTimeout.String())
 	case err = <-serveErr:
 		serveErr = nil // already received; the server has stopped
@@ -193,6 +220,26 @@ func (h *Host) Run(ctx context.Context) error {
 			"still_running", stuck, "goroutines", goroutineDump())
 		return errors.Join(err, fmt.Errorf("host: work still in flight after the %s shutdown timeout: %s",
 			h.cfg.ShutdownTimeout, strings.Join(stuck, ", ")))
+	}
+}
+
+// drain keeps everything running for DrainDelay while /readyz answers 503,
+// unless the HTTP server fails first (then *serveErr is consumed).
+func (h *Host) drain(ctx context.Context, serveErr *chan error) error {
+	if h.cfg.DrainDelay <= 0 {
+		return nil
+	}
+	h.logger.InfoContext(ctx, "stop requested: draining, /readyz answers 503", "drain", h.cfg.DrainDelay.String())
+	select {
+	case <-time.After(h.cfg.DrainDelay):
+		return nil
+	case err := <-*serveErr:
+		*serveErr = nil
+		if err != nil {
+			h.logger.ErrorContext(ctx, "http server failed", "error", err)
+			return fmt.Errorf("host: http server: %w", err)
+		}
+		return nil
 	}
 }
 
