@@ -300,6 +300,7 @@ func TestProductionBuildCarriesNoTestBroker(t *testing.T) {
 	mods, err := exec.Command("go", "version", "-m", bin).CombinedOutput()
 	require.NoError(t, err, "%s", mods)
 	require.NotContains(t, string(mods), "franz-go/pkg/kfake")
+	require.NotContains(t, string(mods), "go.opentelemetry.io/contrib/propagators/aws", "the deprecated X-Ray propagator is not linked")
 	syms, err := exec.Command("go", "tool", "nm", bin).CombinedOutput()
 	require.NoError(t, err, "%s", syms)
 	for _, step := range []string{"main.devServe", "main.printDevHowTo", "main.markDevDatabase", "main.makeDue"} {

@@ -37,6 +37,7 @@ func newPlatform(ctx context.Context, cfg config.Config, stderr io.Writer) (*pla
 	}
 	logger := observability.NewLogger(stderr, level)
 	slog.SetDefault(logger)
+	observability.LogOTelErrors(logger)
 	build := buildinfo.Read()
 	build.WarnIfToolchainOutdated(ctx, logger)
 	tp, err := observability.NewTracerProvider(ctx, build.Version)
