@@ -4,9 +4,11 @@
 #   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" --build-arg REVISION="$(git rev-parse HEAD)" -t pin .   # = make image
 #
 # Base images are pinned by digest (the tag stays for the reader). The digests were taken from
-# public Dockerfiles pinning the same tags (the distroless one dated 2026-08-26 there); the machine
-# this was written on has no registry access and could not confirm them. Refresh and check them
-# before a release:  crane digest golang:1.26.N-bookworm ; crane digest gcr.io/distroless/static-debian12:nonroot
+# public Dockerfiles pinning the same tags (the distroless one dated 2026-08-26 there); on
+# 2026-12-03 each appeared, for the same tag, in ten public repositories or more. The machines this
+# was written on have no registry access, so neither is confirmed against the registry. Refresh and
+# check them before a release (docs/releasing.md):
+#   crane digest golang:1.26.N-bookworm ; crane digest gcr.io/distroless/static-debian12:nonroot
 #
 # The Go that compiles pin is go.mod's toolchain line (README, "Go version policy"), not the base
 # image's. No digest of a golang:1.26.11 image could be obtained offline, so the base stays the
