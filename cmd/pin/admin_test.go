@@ -20,14 +20,7 @@ func TestProfilesOnlyOnTheAdminListener(t *testing.T) {
 	db := testbed.NewDatabase(t)
 	port := strconv.Itoa(testbed.FreePort(t))
 	adminAddr := "127.0.0.1:" + port
-	s := startServer(t, []string{
-		"PIN_DATABASE_URL=" + db.URL,
-		"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
-		"PIN_DEV_KAFKA_ADDR=" + testbed.FreeAddr(t),
-		"PIN_AUTH_JWT_SECRET=" + jwtSecret,
-		"PIN_ADMIN_ADDR=:" + port,
-		"PIN_METRICS_PUBLIC=false",
-	}, "dev")
+	s := startDev(t, db, "PIN_ADMIN_ADDR=:"+port, "PIN_METRICS_PUBLIC=false")
 
 	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap?debug=1", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline", "/metrics"} {
 		code, body := testbed.Get(t, "http://"+adminAddr+path)
@@ -67,14 +60,7 @@ func TestARemoteAdminListenerIsOptedInAndWarned(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)
 	port := strconv.Itoa(testbed.FreePort(t))
-	s := startServer(t, []string{
-		"PIN_DATABASE_URL=" + db.URL,
-		"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
-		"PIN_DEV_KAFKA_ADDR=" + testbed.FreeAddr(t),
-		"PIN_AUTH_JWT_SECRET=" + jwtSecret,
-		"PIN_ADMIN_ADDR=0.0.0.0:" + port,
-		"PIN_ADMIN_ALLOW_REMOTE=true",
-	}, "dev")
+	s := startDev(t, db, "PIN_ADMIN_ADDR=0.0.0.0:"+port, "PIN_ADMIN_ALLOW_REMOTE=true")
 	code, _ := testbed.Get(t, "http://127.0.0.1:"+port+"/metrics")
 	require.Equal(t, http.StatusOK, code)
 	code, _ = testbed.Get(t, s.base+"/metrics")
