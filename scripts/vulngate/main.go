@@ -274,7 +274,7 @@ func judge(w io.Writer, rep report, accepted map[string]exception, g gate) bool 
 	if pass {
 		fmt.Fprintln(w, "vuln: no reachable vulnerability outside the reviewed exceptions")
 	} else {
-		fmt.Fprintln(w, "vuln: reachable vulnerabilities (above); fix them or review an exception")
+		fmt.Fprintln(w, "vuln: failed (the FAIL lines above): fix the vulnerability, review the exception or refresh the database")
 	}
 	return pass
 }
