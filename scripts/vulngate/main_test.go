@@ -137,6 +137,8 @@ func TestTheDatabaseAgeIsPrintedAndLimited(t *testing.T) {
 	g.dbDate = now.AddDate(0, 0, -31)
 	pass, out = verdictWith(t, reviewed, g)
 	require.False(t, pass, "an old database fails the whole gate: %s", out)
+	require.Contains(t, out, "FAIL      the database is older than 30 days")
+	require.Contains(t, out, "vuln: failed (the FAIL lines above)")
 }
 
 func TestAnEmptyScanIsNotAPass(t *testing.T) {
