@@ -1,12 +1,14 @@
 # The production image of pin: `pin serve`, `pin migrate`, `pin kafka create-topics`,
 # `pin healthcheck`. Built with -tags production: no test broker, no `pin dev`.
 #
-#   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" -t pin .   # = make image
+#   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" --build-arg REVISION="$(git rev-parse HEAD)" -t pin .   # = make image
 #
 # Base images are pinned by digest (the tag stays for the reader). The digests were taken from
-# public Dockerfiles pinning the same tags (the distroless one dated 2026-08-26 there); the machine
-# this was written on has no registry access and could not confirm them. Refresh and check them
-# before a release:  crane digest golang:1.26.N-bookworm ; crane digest gcr.io/distroless/static-debian12:nonroot
+# public Dockerfiles pinning the same tags (the distroless one dated 2026-08-26 there); on
+# 2026-12-03 each appeared, for the same tag, in ten public repositories or more. The machines this
+# was written on have no registry access, so neither is confirmed against the registry. Refresh and
+# check them before a release (docs/releasing.md):
+#   crane digest golang:1.26.N-bookworm ; crane digest gcr.io/distroless/static-debian12:nonroot
 #
 # The Go that compiles pin is go.mod's toolchain line (README, "Go version policy"), not the base
 # image's. No digest of a golang:1.26.11 image could be obtained offline, so the base stays the
@@ -20,10 +22,14 @@ COPY go.mod go.sum ./
 # Fetches go.mod's toolchain into a cached layer and prints it in the build log.
 RUN go version && go mod download
 COPY . .
-# The version `pin version` prints and the start log carries; required, so an image never says "dev".
+# The version `pin version` prints and pin_build_info carries; required, so an image never says "dev".
+# REVISION is the commit (make image passes git rev-parse HEAD); .git is not in the build context.
 ARG VERSION
+ARG REVISION=unknown
 RUN test -n "$VERSION" || { echo 'build with --build-arg VERSION=$(git describe --tags --always --dirty)' >&2; exit 1; }
-RUN CGO_ENABLED=0 go build -tags production -trimpath -ldflags "-s -w -X main.buildVersion=${VERSION}" -o /out/pin ./cmd/pin
+RUN CGO_ENABLED=0 go build -tags production -trimpath -ldflags "-s -w \
+      -X github.com/pinmarket/pin/platform/buildinfo.linkedVersion=${VERSION} \
+      -X github.com/pinmarket/pin/platform/buildinfo.linkedRevision=${REVISION}" -o /out/pin ./cmd/pin
 
 FROM gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab
 COPY --from=build /out/pin /usr/local/bin/pin

@@ -12,13 +12,22 @@ PIN_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=dis
 export PIN_TEST_DATABASE_URL
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The vulnerability gate: govulncheck, and the golang.org/x/vulndb snapshot its
-# database is built from (scripts/vulndb.sh). Raise VULNDB_VERSION to the
-# newest `go list -m golang.org/x/vulndb@latest` to learn of new advisories.
+# database is built from (scripts/vulndb.sh). `make vuln-refresh` raises
+# VULNDB_VERSION to the newest on the module proxy; the gate warns on a
+# database older than VULNDB_WARN_AGE_DAYS and fails past VULNDB_MAX_AGE_DAYS
+# (docs/adr/0011-toolchain-and-vulnerability-gate.md).
 GOVULNCHECK    := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
-GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X main.buildVersion=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
+VULNDB_WARN_AGE_DAYS ?= 7
+VULNDB_MAX_AGE_DAYS  ?= 45
+# The version and commit a binary reports (pin version, pin_build_info): linked
+# here, so that GOFLAGS=-buildvcs=false cannot take them away (docs/releasing.md).
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION      ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILDINFO     := github.com/pinmarket/pin/platform/buildinfo
+GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X $(BUILDINFO).linkedVersion=$(VERSION) -X $(BUILDINFO).linkedRevision=$(REVISION)"
 
-.PHONY: help dev test test-short fuzz bench lint vuln build build-production image migrate clean check-postgres
+.PHONY: help dev test test-short fuzz bench lint vuln vuln-refresh build build-production image migrate clean check-postgres
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-17s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -32,7 +41,7 @@ build-production: ## build bin/pin-production as the image does (-tags productio
 	$(GO) build -tags production $(GOFLAGS_BUILD) -o $(BIN)-production ./cmd/pin
 
 image: ## build the container image pin:$(git describe), with that version inside
-	docker build --build-arg VERSION="$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -t pin:"$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" .
+	docker build --build-arg VERSION="$(VERSION)" --build-arg REVISION="$(REVISION)" -t pin:"$(VERSION)" .
 
 dev: ## run the module on this machine: API, expiry job, outbox relay and an embedded Kafka-protocol broker
 	@./scripts/check-postgres.sh "$${PIN_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/pin?sslmode=disable}"
@@ -64,9 +73,15 @@ lint: ## gofmt, go vet and staticcheck
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-vuln: ## govulncheck on the module: a reachable vulnerability not in docs/vuln-exceptions.txt fails
+vuln: ## govulncheck on the module: fails on a reachable vulnerability not in docs/vuln-exceptions.txt, an exception past its review-by date, or a database older than VULNDB_MAX_AGE_DAYS
 	@db=$$(./scripts/vulndb.sh $(VULNDB_VERSION)) && set -o pipefail && \
-	  $(GO) run $(GOVULNCHECK) -db "file://$$PWD/$$db" -format json ./... | $(GO) run ./scripts/vulngate -exceptions docs/vuln-exceptions.txt
+	  $(GO) run $(GOVULNCHECK) -db "file://$$PWD/$$db" -format json ./... | $(GO) run ./scripts/vulngate -exceptions docs/vuln-exceptions.txt \
+	    -db-version $(VULNDB_VERSION) -warn-age-days $(VULNDB_WARN_AGE_DAYS) -max-age-days $(VULNDB_MAX_AGE_DAYS)
+
+vuln-refresh: ## set VULNDB_VERSION to the newest golang.org/x/vulndb on the module proxy (then run make vuln)
+	@v=$$(cd / && $(GO) list -m -f '{{.Version}}' golang.org/x/vulndb@latest) && \
+	  sed -i.bak "s/^VULNDB_VERSION := .*/VULNDB_VERSION := $$v/" Makefile && rm -f Makefile.bak && \
+	  echo "VULNDB_VERSION := $$v ($$(cd / && $(GO) list -m -f '{{.Time}}' golang.org/x/vulndb@$$v))"
 
 migrate: build ## apply the migrations to PIN_DATABASE_URL
 	./$(BIN) migrate up

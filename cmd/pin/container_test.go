@@ -90,6 +90,7 @@ func jsonArray(t *testing.T, s string) []string {
 type composeFile struct {
 	Services map[string]struct {
 		Build       any               `yaml:"build"`
+		Image       string            `yaml:"image"`
 		Command     []string          `yaml:"command"`
 		Environment map[string]string `yaml:"environment"`
 		Ports       []string          `yaml:"ports"`
@@ -107,9 +108,10 @@ var interpolation = regexp.MustCompile(`\$\{[A-Z_]+:-([^}]*)\}`)
 // docker-compose.yml (no Docker engine runs here) and checks them against
 // what the binary accepts: every PIN_* variable they set passes config.Load
 // for the command the service runs, the HTTP port is the one exposed and
-// published on all interfaces, the health checks call the binary the image
-// installs, the image runs as non-root from digest-pinned bases, and it is
-// built without the test broker and with a real version.
+// published on this machine's loopback, the health checks call the binary
+// the image installs, the image runs as non-root from digest-pinned bases,
+// compose's other images are digest-pinned, and the image is built without
+// the test broker and with a real version.
 func TestContainerFilesAgreeWithTheConfiguration(t *testing.T) {
 	t.Parallel()
 	d := readDockerfile(t)
@@ -119,7 +121,8 @@ func TestContainerFilesAgreeWithTheConfiguration(t *testing.T) {
 	require.NotEmpty(t, d.user)
 	require.NotContains(t, []string{"root", "0", "0:0"}, d.user, "runs as non-root")
 	require.Contains(t, d.build, "-tags production", "the image carries no test broker")
-	require.Contains(t, d.build, "-X main.buildVersion=${VERSION}", "the image carries the real version")
+	require.Contains(t, d.build, "-X github.com/pinmarket/pin/platform/buildinfo.linkedVersion=${VERSION}", "the image carries the real version")
+	require.Contains(t, d.build, "-X github.com/pinmarket/pin/platform/buildinfo.linkedRevision=${REVISION}", "and its commit")
 	goMod, err := os.ReadFile("../../go.mod")
 	require.NoError(t, err)
 	require.Regexp(t, `(?m)^toolchain go1\.\d+\.\d+$`, string(goMod), "go.mod names the patched Go")
@@ -141,7 +144,11 @@ func TestContainerFilesAgreeWithTheConfiguration(t *testing.T) {
 	}
 	var pinServices []string
 	for name, svc := range compose.Services {
+		for _, p := range svc.Ports {
+			require.True(t, strings.HasPrefix(p, "127.0.0.1:"), "%s publishes %q beyond this machine's loopback", name, p)
+		}
 		if svc.Build == nil {
+			require.Regexp(t, `^[^@\s]+:[^@\s]+@sha256:[0-9a-f]{64}$`, svc.Image, "%s's image is pinned by digest, its tag kept", name)
 			continue
 		}
 		pinServices = append(pinServices, name)

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -276,7 +277,8 @@ func TestKafkaCreateTopics(t *testing.T) {
 
 // TestProductionBuildCarriesNoTestBroker builds pin as the Dockerfile does:
 // franz-go's kfake and the development step (database marker, seeding,
-// banner) are not linked, and `pin dev` says how to get it.
+// banner) are not linked, `pin dev` says how to get it, and `pin version`
+// reports the linked version and commit.
 func TestProductionBuildCarriesNoTestBroker(t *testing.T) {
 	t.Parallel()
 	const kfake = "github.com/twmb/franz-go/pkg/kfake"
@@ -289,11 +291,16 @@ func TestProductionBuildCarriesNoTestBroker(t *testing.T) {
 	require.NotContains(t, deps("-tags", "production"), kfake)
 
 	bin := filepath.Join(t.TempDir(), "pin")
-	out, err := exec.Command("go", "build", "-tags", "production", "-o", bin, ".").CombinedOutput()
+	const linked = "-X github.com/pinmarket/pin/platform/buildinfo.linkedVersion=v9.8.7 -X github.com/pinmarket/pin/platform/buildinfo.linkedRevision=0123abcd"
+	out, err := exec.Command("go", "build", "-tags", "production", "-ldflags", linked, "-o", bin, ".").CombinedOutput()
 	require.NoError(t, err, "%s", out)
+	out, err = exec.Command(bin, "version").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "pin v9.8.7 (revision 0123abcd, "+runtime.Version()+")\n", string(out))
 	mods, err := exec.Command("go", "version", "-m", bin).CombinedOutput()
 	require.NoError(t, err, "%s", mods)
 	require.NotContains(t, string(mods), "franz-go/pkg/kfake")
+	require.NotContains(t, string(mods), "go.opentelemetry.io/contrib/propagators/aws", "the deprecated X-Ray propagator is not linked")
 	syms, err := exec.Command("go", "tool", "nm", bin).CombinedOutput()
 	require.NoError(t, err, "%s", syms)
 	for _, step := range []string{"main.devServe", "main.printDevHowTo", "main.markDevDatabase", "main.makeDue"} {

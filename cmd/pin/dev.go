@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +55,9 @@ func devServe(ctx context.Context, environ []string, stdout, stderr io.Writer) e
 		cfg.JWTSecret = randomSecret()
 	}
 	cfg.BoostProjection = "on"
+	if !slices.ContainsFunc(environ, func(kv string) bool { return strings.HasPrefix(kv, "PIN_SHUTDOWN_DRAIN=") }) {
+		cfg.ShutdownDrain = 0 // no load balancer to drain: Ctrl-C stops at once
+	}
 
 	s, err := openServer(ctx, cfg, stderr)
 	if err != nil {

@@ -12,23 +12,23 @@ import (
 )
 
 // startDev starts `pin dev` on db, on free ports.
-func startDev(t *testing.T, db *testbed.Database) *server {
+func startDev(t *testing.T, db *testbed.Database, env ...string) *server {
 	t.Helper()
-	s, _ := startDevWithBroker(t, db)
+	s, _ := startDevWithBroker(t, db, env...)
 	return s
 }
 
 // startDevWithBroker is startDev that also returns the address of the
-// embedded broker, for a test that reads the topic.
-func startDevWithBroker(t *testing.T, db *testbed.Database) (*server, string) {
+// embedded broker, for a test that reads the topic. env adds variables.
+func startDevWithBroker(t *testing.T, db *testbed.Database, env ...string) (*server, string) {
 	t.Helper()
 	kafkaAddr := testbed.FreeAddr(t)
-	return startServer(t, []string{
+	return startServer(t, append([]string{
 		"PIN_DATABASE_URL=" + db.URL,
 		"PIN_HTTP_ADDR=" + testbed.FreeAddr(t),
 		"PIN_DEV_KAFKA_ADDR=" + kafkaAddr,
 		"PIN_AUTH_JWT_SECRET=" + jwtSecret,
-	}, "dev"), kafkaAddr
+	}, env...), "dev"), kafkaAddr
 }
 
 // purchasesThroughAPI makes n Active purchases of project-boost-week the

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -100,5 +101,17 @@ func TestServeAndDevHelpSayWhatTheyNeed(t *testing.T) {
 		for _, v := range vars {
 			require.Contains(t, out, v, "pin %s --help", cmd)
 		}
+	}
+}
+
+// TestVersionSaysWhatBuiltIt runs the test binary, built by a plain go build
+// (on the build machines GOFLAGS holds -buildvcs=false: no VCS stamp), so it
+// reports a release version, the commit when known, and the Go that built it.
+func TestVersionSaysWhatBuiltIt(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"version", "--version"} {
+		stdout, stderr, code := run(t, nil, arg)
+		require.Equal(t, 0, code, stderr)
+		require.Regexp(t, `^pin v\d+\.\d+\.\d+\S* \(revision \S+, `+regexp.QuoteMeta(runtime.Version())+`\)\n$`, stdout)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/pinmarket/pin/platform/buildinfo"
 	"github.com/pinmarket/pin/platform/config"
 )
 
@@ -41,7 +42,7 @@ Usage:
   pin consumer dead-letters list [--group G]  list the consumers' dead letters, one JSON object a line
   pin consumer dead-letters replay ID...|--all  hand dead letters to their consumer again (the boost projection, in this process)
   pin healthcheck                             exit 0 when the local server's /readyz answers 200
-  pin version                                 print the version (also: pin --version)
+  pin version                                 print the version, commit and Go toolchain (also: pin --version)
 
 Each command's flags: pin COMMAND --help.
 
@@ -93,7 +94,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		}
 	case "version", "-version", "--version":
 		if err = noArgs("version", "version", args[1:], stdout); err == nil {
-			fmt.Fprintln(stdout, "pin", version())
+			b := buildinfo.Read()
+			fmt.Fprintf(stdout, "pin %s (revision %s, %s)\n", b.Version, b.Revision, b.GoVersion)
 		}
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

@@ -102,6 +102,8 @@ func TestBadConfigurationExitsTwoNamingTheVariable(t *testing.T) {
 		{"unreadable password file", append([]string{"PIN_KAFKA_SASL_MECHANISM=PLAIN", "PIN_KAFKA_SASL_USERNAME=pin", "PIN_KAFKA_SASL_PASSWORD_FILE=/nonexistent/password"}, serveEnv...), []string{"kafka", "create-topics"}, "PIN_KAFKA_SASL_PASSWORD_FILE"},
 		{"create-topics without brokers", nil, []string{"kafka", "create-topics"}, "PIN_KAFKA_BROKERS"},
 		{"admin listener on the public port", append([]string{"PIN_HTTP_ADDR=127.0.0.1:8080", "PIN_ADMIN_ADDR=0.0.0.0:8080"}, serveEnv...), []string{"serve"}, "PIN_ADMIN_ADDR"},
+		{"admin listener on every interface without the opt-in", append([]string{"PIN_ADMIN_ADDR=0.0.0.0:6060"}, serveEnv...), []string{"serve"}, "PIN_ADMIN_ALLOW_REMOTE"},
+		{"metrics served nowhere", append([]string{"PIN_METRICS_PUBLIC=false"}, serveEnv...), []string{"serve"}, "PIN_METRICS_PUBLIC"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

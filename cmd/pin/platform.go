@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/modules/promotion"
+	"github.com/pinmarket/pin/platform/buildinfo"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -36,7 +37,10 @@ func newPlatform(ctx context.Context, cfg config.Config, stderr io.Writer) (*pla
 	}
 	logger := observability.NewLogger(stderr, level)
 	slog.SetDefault(logger)
-	tp, err := observability.NewTracerProvider(ctx, version())
+	observability.LogOTelErrors(logger)
+	build := buildinfo.Read()
+	build.WarnIfToolchainOutdated(ctx, logger)
+	tp, err := observability.NewTracerProvider(ctx, build.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +57,7 @@ func newPlatform(ctx context.Context, cfg config.Config, stderr io.Writer) (*pla
 	reg := observability.NewRegistry()
 	// The pool's waits are the first sign that its users (the runners, and
 	// the API outside serve) starve each other.
-	reg.MustRegister(collectors.NewDBStatsCollector(sqlDB, "pin"))
+	reg.MustRegister(collectors.NewDBStatsCollector(sqlDB, "pin"), build.Collector())
 	return &platform{cfg: cfg, logger: logger, reg: reg, tp: tp, db: db}, nil
 }
 

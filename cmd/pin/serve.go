@@ -8,11 +8,13 @@ import (
 	"io"
 	"net"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel"
 
 	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/platform/auth"
+	"github.com/pinmarket/pin/platform/buildinfo"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/host"
 	"github.com/pinmarket/pin/platform/httpserver"
@@ -109,14 +111,19 @@ func (s *server) build(ctx context.Context) error {
 	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr, Transient: postgres.IsTransient, Propagator: otel.GetTextMapPropagator()}
 	e := httpserver.New(httpCfg, s.logger, s.reg, s.tp)
 	ln := s.ln
-	s.host, err = host.New(host.Config{ShutdownTimeout: cfg.ShutdownTimeout}, e, func(ctx context.Context) error {
+	s.host, err = host.New(host.Config{ShutdownTimeout: cfg.ShutdownTimeout, DrainDelay: cfg.ShutdownDrain}, e, func(ctx context.Context) error {
 		return httpserver.ServeListener(ctx, ln, e, httpCfg, cfg.ShutdownTimeout)
 	}, s.logger, s.reg)
 	if err != nil {
 		return err
 	}
-	host.RegisterProbes(e, func(ctx context.Context) error { return postgres.Ready(ctx, s.sqlDB) }, s.reg, s.logger)
-	if err := addAdmin(ctx, s.host, cfg.AdminAddr, s.logger); err != nil {
+	var publicMetrics *prometheus.Registry // nil: /metrics on the admin listener only
+	if cfg.MetricsPublic {
+		publicMetrics = s.reg
+	}
+	ready := s.host.ReadyUnlessDraining(func(ctx context.Context) error { return postgres.Ready(ctx, s.sqlDB) })
+	host.RegisterProbes(e, ready, publicMetrics, s.logger)
+	if err := addAdmin(ctx, s.host, cfg.AdminAddr, s.reg, s.logger); err != nil {
 		return err
 	}
 
@@ -144,7 +151,7 @@ func (s *server) build(ctx context.Context) error {
 
 // run runs the host until ctx ends; a stop by signal is no failure.
 func (s *server) run(ctx context.Context) error {
-	s.logger.InfoContext(ctx, "pin started", "version", version(), "http_addr", s.cfg.HTTPAddr, "dev", s.dev, "kafka_brokers", s.cfg.KafkaBrokers, "kafka_security", kafkaSecurity(s.cfg))
+	s.logger.InfoContext(ctx, "pin started", "version", version(), "go_version", buildinfo.Read().GoVersion, "http_addr", s.cfg.HTTPAddr, "dev", s.dev, "kafka_brokers", s.cfg.KafkaBrokers, "kafka_security", kafkaSecurity(s.cfg))
 	if err := s.host.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

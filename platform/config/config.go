@@ -16,6 +16,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/pinmarket/pin/platform/admin"
 	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/observability"
 )
@@ -67,8 +68,18 @@ type Config struct {
 	DevKafkaAddr    string        `env:"PIN_DEV_KAFKA_ADDR" envDefault:"127.0.0.1:9092"`
 
 	// AdminAddr, when set, is the host:port of a second listener serving
-	// /debug/pprof/ (platform/admin); unset, no profile is served anywhere.
+	// /debug/pprof/ and /metrics (platform/admin); unset, no profile is
+	// served anywhere. Load gives ":port" the loopback host.
 	AdminAddr string `env:"PIN_ADMIN_ADDR"`
+	// AdminAllowRemote must be true for an AdminAddr that is not loopback:
+	// the admin listener has no authentication.
+	AdminAllowRemote bool `env:"PIN_ADMIN_ALLOW_REMOTE" envDefault:"false"`
+	// MetricsPublic keeps /metrics on PIN_HTTP_ADDR too, as before the admin
+	// listener served it (docs/adr/0019-admin-surface.md).
+	MetricsPublic bool `env:"PIN_METRICS_PUBLIC" envDefault:"true"`
+	// ShutdownDrain is how long /readyz answers 503 after SIGTERM before the
+	// listener closes, so that load balancers stop sending requests first.
+	ShutdownDrain time.Duration `env:"PIN_SHUTDOWN_DRAIN" envDefault:"5s"`
 }
 
 // AuthOptions are the token rules of the configuration.
@@ -108,6 +119,9 @@ func Load(environ []string, needs Requirement) (Config, error) {
 	cfg.KafkaBrokers = trimList(cfg.KafkaBrokers)
 	if err := cfg.validate(needs); err != nil {
 		return Config{}, err
+	}
+	if cfg.AdminAddr != "" {
+		cfg.AdminAddr, _, _ = admin.Resolve(cfg.AdminAddr) // validated above
 	}
 	if err := cfg.loadKafkaSecurity(); err != nil {
 		return Config{}, err
@@ -174,16 +188,22 @@ func (c Config) validate(needs Requirement) error {
 	if c.ShutdownTimeout < time.Second || c.ShutdownTimeout > 10*time.Minute {
 		return &Error{"PIN_SHUTDOWN_TIMEOUT", "must be between 1s and 10m"}
 	}
+	if c.ShutdownDrain < 0 || c.ShutdownDrain > 5*time.Minute {
+		return &Error{"PIN_SHUTDOWN_DRAIN", fmt.Sprintf("must be between 0s and 5m, got %s", c.ShutdownDrain)}
+	}
 	if _, _, err := net.SplitHostPort(c.DevKafkaAddr); err != nil {
 		return &Error{"PIN_DEV_KAFKA_ADDR", "must be host:port"}
 	}
 	return c.validateAdminAddr()
 }
 
-// validateAdminAddr keeps the profiles off the public listener: the admin
-// port must be its own.
+// validateAdminAddr keeps the profiles off the public listener (the admin
+// port must be its own) and off the network unless the operator opts in.
 func (c Config) validateAdminAddr() error {
 	if c.AdminAddr == "" {
+		if !c.MetricsPublic {
+			return &Error{"PIN_METRICS_PUBLIC", "false needs PIN_ADMIN_ADDR: /metrics would be served nowhere"}
+		}
 		return nil
 	}
 	_, port, err := net.SplitHostPort(c.AdminAddr)
@@ -192,6 +212,9 @@ func (c Config) validateAdminAddr() error {
 	}
 	if _, httpPort, _ := net.SplitHostPort(c.HTTPAddr); port == httpPort && port != "0" {
 		return &Error{"PIN_ADMIN_ADDR", fmt.Sprintf("must not use PIN_HTTP_ADDR's port %s: profiles are never served on the public listener", port)}
+	}
+	if _, loopback, _ := admin.Resolve(c.AdminAddr); !loopback && !c.AdminAllowRemote {
+		return &Error{"PIN_ADMIN_ALLOW_REMOTE", fmt.Sprintf("must be true to serve the unauthenticated admin listener on PIN_ADMIN_ADDR=%s, which is not loopback", c.AdminAddr)}
 	}
 	return nil
 }

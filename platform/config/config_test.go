@@ -65,6 +65,10 @@ func TestLoadRejects(t *testing.T) {
 		{"boost projection not on/off", []string{"PIN_BOOST_PROJECTION=yes"}, "PIN_BOOST_PROJECTION"},
 		{"admin addr without port", []string{"PIN_ADMIN_ADDR=127.0.0.1"}, "PIN_ADMIN_ADDR"},
 		{"admin addr on the public port", []string{"PIN_HTTP_ADDR=0.0.0.0:8080", "PIN_ADMIN_ADDR=127.0.0.1:8080"}, "PIN_ADMIN_ADDR"},
+		{"admin addr on every interface without the opt-in", []string{"PIN_ADMIN_ADDR=0.0.0.0:6060"}, "PIN_ADMIN_ALLOW_REMOTE"},
+		{"admin addr on a network address without the opt-in", []string{"PIN_ADMIN_ADDR=10.0.0.5:6060", "PIN_ADMIN_ALLOW_REMOTE=false"}, "PIN_ADMIN_ALLOW_REMOTE"},
+		{"metrics nowhere", []string{"PIN_METRICS_PUBLIC=false"}, "PIN_METRICS_PUBLIC"},
+		{"drain negative", []string{"PIN_SHUTDOWN_DRAIN=-1s"}, "PIN_SHUTDOWN_DRAIN"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,6 +87,16 @@ func TestLoadAdminAddr(t *testing.T) {
 	cfg, err := config.Load([]string{"PIN_ADMIN_ADDR=127.0.0.1:6060"}, 0)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:6060", cfg.AdminAddr)
+	require.True(t, cfg.MetricsPublic, "/metrics stays on the public port by default")
+
+	cfg, err = config.Load([]string{"PIN_ADMIN_ADDR=:6060", "PIN_METRICS_PUBLIC=false"}, 0)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:6060", cfg.AdminAddr, "no host: loopback")
+	require.False(t, cfg.MetricsPublic)
+
+	cfg, err = config.Load([]string{"PIN_ADMIN_ADDR=0.0.0.0:6060", "PIN_ADMIN_ALLOW_REMOTE=true"}, 0)
+	require.NoError(t, err)
+	require.Equal(t, "0.0.0.0:6060", cfg.AdminAddr, "every interface, opted in")
 }
 
 func TestLoadMissingRequired(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
+	"github.com/pinmarket/pin/platform/backoff"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/postgres"
 )
@@ -40,7 +41,7 @@ type Config struct {
 	// dead-lettered (default 5).
 	MaxAttempts int
 	// RetryBackoff is the wait after the first failed attempt, doubled after
-	// each further one (default 200ms).
+	// each further one (default 200ms); each wait is jittered (platform/backoff).
 	RetryBackoff time.Duration
 	// Now is the clock of the delay metric (default time.Now).
 	Now func() time.Time
@@ -227,7 +228,7 @@ func (r *Runner[B]) processBatch(ctx context.Context, msgs []*sarama.ConsumerMes
 // Apply fails, and dead-letters it when it keeps failing, unless the
 // database is at fault.
 func (r *Runner[B]) process(ctx context.Context, rec Record, e Event[B]) error {
-	backoff := r.cfg.RetryBackoff
+	delay := r.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		outs, err := r.apply(context.WithoutCancel(ctx), []Event[B]{e})
 		if err == nil {
@@ -247,9 +248,9 @@ func (r *Runner[B]) process(ctx context.Context, rec Record, e Event[B]) error {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-time.After(backoff):
+		case <-time.After(backoff.Jitter(delay)):
 		}
-		backoff *= 2
+		delay *= 2
 	}
 }
 

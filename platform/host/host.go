@@ -15,6 +15,8 @@ import (
 
 	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pinmarket/pin/platform/backoff"
 )
 
 // Config tunes the host's lifecycle.
@@ -22,8 +24,13 @@ type Config struct {
 	// ShutdownTimeout bounds how long in-flight requests and runner cycles
 	// may take to finish after a stop signal.
 	ShutdownTimeout time.Duration
+	// DrainDelay is how long, after the stop signal, the host keeps serving
+	// with ReadyUnlessDraining reporting not ready, before it stops taking
+	// work: load balancers take the instance out while it still answers.
+	DrainDelay time.Duration
 	// MinBackoff and MaxBackoff bound the wait before a failed runner is
-	// restarted; the wait doubles with each failure in a row.
+	// restarted; the wait doubles with each failure in a row, and a random
+	// jitter (platform/backoff) takes up to half of it off.
 	MinBackoff, MaxBackoff time.Duration
 }
 
@@ -55,6 +62,8 @@ type Host struct {
 	topics   []string
 	restarts *prometheus.CounterVec
 	failures *prometheus.CounterVec
+	// draining is set from the stop signal on.
+	draining atomic.Bool
 }
 
 // New builds a host around an Echo instance and the function that serves it
@@ -107,15 +116,34 @@ func (h *Host) AddModule(m Module) {
 // relay, retention and metrics serve.
 func (h *Host) OutboxTopics() []string { return slices.Clone(h.topics) }
 
+// drainingError is ReadyUnlessDraining's answer once the stop has begun.
+type drainingError struct{}
+
+func (drainingError) Error() string       { return "host: stopping" }
+func (drainingError) ReadyReason() string { return "shutting_down" }
+
+// ReadyUnlessDraining wraps ready for /readyz: from the stop signal on it
+// reports not ready, through the drain delay and the shutdown after it.
+func (h *Host) ReadyUnlessDraining(ready ReadyFunc) ReadyFunc {
+	return func(ctx context.Context) error {
+		if h.draining.Load() {
+			return drainingError{}
+		}
+		return ready(ctx)
+	}
+}
+
 // AddRunner registers a platform runner, such as the outbox relay.
 func (h *Host) AddRunner(r Runner) { h.runners = append(h.runners, r) }
 
 // Run serves until ctx is cancelled (the caller cancels it on SIGTERM or
-// SIGINT), then stops taking work and waits, at most ShutdownTimeout, for
+// SIGINT), drains for DrainDelay (ReadyUnlessDraining reports not ready from
+// that moment), then stops taking work and waits, at most ShutdownTimeout, for
 // in-flight requests and runner cycles. It returns nil after a clean stop
 // and an error when the HTTP server fails or the stop overruns.
 func (h *Host) Run(ctx context.Context) error {
-	runCtx, cancel := context.WithCancel(ctx)
+	// Not derived from ctx: the parts keep running through the drain.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 
 	// parts names the runners and the HTTP server, and returned[i] is set
@@ -151,6 +179,8 @@ func (h *Host) Run(ctx context.Context) error {
 	var err error
 	select {
 	case <-ctx.Done():
+		h.draining.Store(true)
+		err = h.drain(ctx, &serveErr)
 		h.logger.InfoContext(ctx, "stop requested: finishing in-flight work", "timeout", h.cfg.ShutdownTimeout.String())
 	case err = <-serveErr:
 		serveErr = nil // already received; the server has stopped
@@ -193,6 +223,26 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 }
 
+// drain keeps everything running for DrainDelay while /readyz answers 503,
+// unless the HTTP server fails first (then *serveErr is consumed).
+func (h *Host) drain(ctx context.Context, serveErr *chan error) error {
+	if h.cfg.DrainDelay <= 0 {
+		return nil
+	}
+	h.logger.InfoContext(ctx, "stop requested: draining, /readyz answers 503", "drain", h.cfg.DrainDelay.String())
+	select {
+	case <-time.After(h.cfg.DrainDelay):
+		return nil
+	case err := <-*serveErr:
+		*serveErr = nil
+		if err != nil {
+			h.logger.ErrorContext(ctx, "http server failed", "error", err)
+			return fmt.Errorf("host: http server: %w", err)
+		}
+		return nil
+	}
+}
+
 // goroutineDump is every goroutine's stack, as a SIGQUIT would print it.
 func goroutineDump() string {
 	var b strings.Builder
@@ -206,7 +256,7 @@ func goroutineDump() string {
 // logged, counted and restarted after a backoff that grows with failures in
 // a row and resets once the runner has stayed up for a while.
 func (h *Host) supervise(ctx context.Context, r Runner) {
-	backoff := h.cfg.MinBackoff
+	delay := h.cfg.MinBackoff
 	for {
 		started := time.Now()
 		err := runSafely(ctx, r)
@@ -226,16 +276,17 @@ func (h *Host) supervise(ctx context.Context, r Runner) {
 		}
 		h.failures.WithLabelValues(r.Name(), kind).Inc()
 		if time.Since(started) > 4*h.cfg.MaxBackoff {
-			backoff = h.cfg.MinBackoff
+			delay = h.cfg.MinBackoff
 		}
-		h.logger.ErrorContext(ctx, "runner failed; restarting", "runner", r.Name(), "kind", kind, "error", err, "backoff", backoff.String())
+		wait := backoff.Jitter(delay)
+		h.logger.ErrorContext(ctx, "runner failed; restarting", "runner", r.Name(), "kind", kind, "error", err, "backoff", wait.String())
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 		h.restarts.WithLabelValues(r.Name()).Inc()
-		backoff = min(2*backoff, h.cfg.MaxBackoff)
+		delay = min(2*delay, h.cfg.MaxBackoff)
 	}
 }
 

@@ -135,3 +135,51 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return total
 }
+
+// TestReadinessFailsFromTheStopSignalThroughTheDrain: /readyz's function
+// reports "shutting_down" the moment ctx ends, while the HTTP server keeps
+// serving for DrainDelay; only then is it told to stop.
+func TestReadinessFailsFromTheStopSignalThroughTheDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const drain = 5 * time.Second
+		serveStopped := make(chan time.Time, 1)
+		h, err := host.New(host.Config{DrainDelay: drain, ShutdownTimeout: time.Second}, nil, func(ctx context.Context) error {
+			<-ctx.Done()
+			serveStopped <- time.Now()
+			return nil
+		}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+		require.NoError(t, err)
+		ready := h.ReadyUnlessDraining(func(context.Context) error { return nil })
+
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- h.Run(ctx) }()
+		synctest.Wait()
+		require.NoError(t, ready(context.Background()), "ready while running")
+
+		cancel()
+		signalled := time.Now()
+		synctest.Wait()
+		err = ready(context.Background())
+		require.Error(t, err, "not ready from the stop signal on")
+		var reasoned interface{ ReadyReason() string }
+		require.ErrorAs(t, err, &reasoned)
+		require.Equal(t, "shutting_down", reasoned.ReadyReason())
+		require.Empty(t, serveStopped, "the server still serves during the drain")
+
+		require.NoError(t, <-done)
+		require.Equal(t, drain, (<-serveStopped).Sub(signalled), "the server is stopped when the drain ends")
+		require.Error(t, ready(context.Background()), "and stays not ready")
+	})
+}
+
+func TestNoDrainDelayStopsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := newHost(t, host.Config{})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		start := time.Now()
+		require.NoError(t, h.Run(ctx))
+		require.Zero(t, time.Since(start))
+	})
+}

@@ -22,7 +22,8 @@ type ReadyFunc func(ctx context.Context) error
 type reasoned interface{ ReadyReason() string }
 
 // RegisterProbes adds the operational endpoints: /healthz (the process is
-// alive), /readyz (ready reports no error) and /metrics (the registry).
+// alive), /readyz (ready reports no error) and, unless reg is nil, /metrics
+// (the registry).
 // /readyz answers a reason code only; the error's text, which may name the
 // database's host and user, goes to logger.
 func RegisterProbes(e *echo.Echo, ready ReadyFunc, reg *prometheus.Registry, logger *slog.Logger) {
@@ -43,5 +44,7 @@ func RegisterProbes(e *echo.Echo, ready ReadyFunc, reg *prometheus.Registry, log
 		}
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
-	e.GET("/metrics", echo.WrapHandler(observability.MetricsHandler(reg)))
+	if reg != nil {
+		e.GET("/metrics", echo.WrapHandler(observability.MetricsHandler(reg)))
+	}
 }

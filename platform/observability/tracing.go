@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
-	"go.opentelemetry.io/contrib/propagators/autoprop"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -36,13 +35,14 @@ type TracerProvider interface {
 // OTEL_SDK_DISABLED=true gives the no-op provider, as the specification
 // says: no span is recorded, but an incoming trace context still passes
 // through to the Kafka headers. OTEL_PROPAGATORS picks the propagators of
-// incoming requests (W3C trace context and baggage by default).
+// incoming requests (W3C trace context and baggage by default; see
+// propagatorFromEnv for the names honoured).
 //
 // With no exporter variable set there is no exporter, but spans are still
 // recorded with real trace ids: the traceparent of a request or a cycle must
 // reach the Kafka record even where nothing collects the spans here.
 func NewTracerProvider(ctx context.Context, serviceVersion string) (TracerProvider, error) {
-	otel.SetTextMapPropagator(autoprop.NewTextMapPropagator())
+	otel.SetTextMapPropagator(propagatorFromEnv())
 	if SDKDisabled() {
 		tp := disabledProvider{noop.NewTracerProvider()}
 		otel.SetTracerProvider(tp)

@@ -1,7 +1,10 @@
 package observability_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -80,6 +83,22 @@ func TestPropagatorsComeFromOTELPropagators(t *testing.T) {
 	seen := serverTraceID(t, tp, w3c)
 	require.True(t, seen.IsValid())
 	require.NotEqual(t, incomingTraceID, seen.TraceID().String())
+}
+
+// TestOTelErrorsAreWarnings: what OpenTelemetry reports through
+// otel.Handle (an exporter failing, an unsupported OTEL_PROPAGATORS name) is
+// logged at WARN, and the supported propagators still apply.
+func TestOTelErrorsAreWarnings(t *testing.T) {
+	var logs bytes.Buffer // written by this goroutine only
+	observability.LogOTelErrors(slog.New(slog.NewJSONHandler(&logs, nil)))
+	t.Cleanup(func() { observability.LogOTelErrors(slog.Default()) })
+
+	otel.Handle(errors.New("traces export: connection refused"))
+	require.Contains(t, logs.String(), `"level":"WARN","msg":"opentelemetry","error":"traces export: connection refused"`)
+
+	newGlobalTracerProvider(t, map[string]string{"OTEL_PROPAGATORS": "xray, tracecontext"})
+	require.Contains(t, logs.String(), `"level":"WARN","msg":"opentelemetry","error":"OTEL_PROPAGATORS: \"xray\" is not supported`)
+	require.ElementsMatch(t, []string{"traceparent", "tracestate"}, otel.GetTextMapPropagator().Fields(), "tracecontext still applies")
 }
 
 // TestSDKDisabledGivesTheNoopProvider: OTEL_SDK_DISABLED=true records no

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pinmarket/pin/platform/backoff"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/observability"
 )
@@ -50,7 +51,8 @@ type RelayConfig struct {
 	// active relay whose database stops answering gives up within it.
 	StatementTimeout time.Duration
 	// ReconnectBackoff is the first pause after the broker or the database
-	// failed, doubled up to MaxReconnectBackoff (defaults 500ms and 10s).
+	// failed, doubled up to MaxReconnectBackoff (defaults 500ms and 10s); each
+	// wait is jittered (platform/backoff) so relays of several instances part.
 	ReconnectBackoff    time.Duration
 	MaxReconnectBackoff time.Duration
 	// Sarama overrides the producer configuration (default
@@ -166,7 +168,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, topic := range r.cfg.Topics {
 		wg.Go(func() {
-			backoff := r.cfg.ReconnectBackoff
+			delay := r.cfg.ReconnectBackoff
 			for {
 				started := time.Now()
 				err := r.relay(ctx, topic)
@@ -174,13 +176,14 @@ func (r *Relay) Run(ctx context.Context) error {
 					return
 				}
 				if time.Since(started) > time.Minute {
-					backoff = r.cfg.ReconnectBackoff // it had been healthy
+					delay = r.cfg.ReconnectBackoff // it had been healthy
 				}
-				r.logger.WarnContext(ctx, "outbox relay paused", "topic", topic, "err", err, "retry_in", backoff)
-				if !sleep(ctx, backoff) {
+				wait := backoff.Jitter(delay)
+				r.logger.WarnContext(ctx, "outbox relay paused", "topic", topic, "err", err, "retry_in", wait)
+				if !sleep(ctx, wait) {
 					return
 				}
-				backoff = min(2*backoff, r.cfg.MaxReconnectBackoff)
+				delay = min(2*delay, r.cfg.MaxReconnectBackoff)
 			}
 		})
 	}
