@@ -22,7 +22,7 @@ var promotionCommand = commandGroup("promotion", map[string]subcommand{
 
 // listPoison prints the purchases the expiry job remembers as poison, one
 // JSON object a line, the first to fail first.
-func listPoison(ctx context.Context, args, environ []string, stdout, _ io.Writer) error {
+func listPoison(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	if err := noArgs("promotion poison list", "promotion poison list", args, stdout); err != nil {
 		return err
 	}
@@ -35,7 +35,7 @@ func listPoison(ctx context.Context, args, environ []string, stdout, _ io.Writer
 	if err != nil {
 		return err
 	}
-	return printJSONLines(stdout, poison)
+	return printList(stdout, stderr, poison, "poison purchases")
 }
 
 // releasePoison forgets the named poison purchases (or with --all every

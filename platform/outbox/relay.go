@@ -63,6 +63,9 @@ type RelayConfig struct {
 	// Sarama overrides the producer configuration (default
 	// kafka.ProducerConfig("pin-outbox-relay")).
 	Sarama *sarama.Config
+	// ApplicationName, when set, is the application_name of the relay's
+	// lock sessions, so pg_stat_activity names the leader's instance.
+	ApplicationName string
 }
 
 // DefaultPollInterval is RelayConfig.PollInterval when not set, and
