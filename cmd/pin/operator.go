@@ -143,10 +143,19 @@ func (f listFlags) check(name string) error {
 func parseDiscard(name string, args []string, stdout io.Writer) ([]int64, string, error) {
 	fs := newFlags(name)
 	reason := fs.String("reason", "", "why they are discarded (required): kept with each, shown by list --discarded")
-	if err := parseFlags(fs, name+" ID... --reason TEXT", args, stdout); err != nil {
-		return nil, "", err
+	var named []string
+	// Flags may follow the ids (discard 12 13 --reason "…"): the flag
+	// package stops at the first argument, so parse again after each.
+	for {
+		if err := parseFlags(fs, name+" ID... --reason TEXT", args, stdout); err != nil {
+			return nil, "", err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		named, args = append(named, fs.Arg(0)), fs.Args()[1:]
 	}
-	ids, err := namedOrAll(name, deadLetterIDWhat, fs.Args(), false, deadLetterID)
+	ids, err := namedOrAll(name, deadLetterIDWhat, named, false, deadLetterID)
 	if err != nil {
 		return nil, "", err
 	}
