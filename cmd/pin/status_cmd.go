@@ -158,4 +158,3 @@ func printStatus(w io.Writer, s moduleStatus) error {
 	}
 	return tw.Flush()
 }
-
