@@ -71,6 +71,7 @@ func goldenCases(tb testing.TB) []goldenCase {
 		TenantID:    tenantID,
 		PackageID:   projectPackage,
 		PackageCode: "project-boost-week",
+		PackageName: "Project boost, one week",
 		PackageKind: contract.KindProjectBoost,
 		Targets: []contract.Target{
 			{TargetKind: contract.TargetProject, TargetID: projectA},
