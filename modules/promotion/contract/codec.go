@@ -145,7 +145,6 @@ type purchaseChangedOut struct {
 	TenantID      uuid.UUID     `json:"tenantId"`
 	PackageID     uuid.UUID     `json:"packageId"`
 	PackageCode   string        `json:"packageCode"`
-	PackageName   string        `json:"packageName,omitempty"`
 	PackageKind   PackageKind   `json:"packageKind"`
 	Targets       []Target      `json:"targets"`
 	Status        Status        `json:"status"`
@@ -173,7 +172,6 @@ func (p PurchaseChanged) wire() purchaseChangedOut {
 		TenantID:      p.TenantID,
 		PackageID:     p.PackageID,
 		PackageCode:   p.PackageCode,
-		PackageName:   p.PackageName,
 		PackageKind:   p.PackageKind,
 		Targets:       targets,
 		Status:        p.Status,

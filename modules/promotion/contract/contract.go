@@ -106,9 +106,6 @@ type PurchaseChanged struct {
 	// PackageCode is the package's stable code at purchase time, so consumers
 	// can report on it without a lookup.
 	PackageCode string `json:"packageCode"`
-	// PackageName is the package's display name at purchase time; empty
-	// when the producer did not send it.
-	PackageName string `json:"packageName,omitempty"`
 	// PackageKind is the package's kind at purchase time.
 	PackageKind PackageKind `json:"packageKind"`
 	// Targets are what is promoted, 1 to MaxTargetsPerPurchase, no duplicates.

@@ -71,7 +71,6 @@ func goldenCases(tb testing.TB) []goldenCase {
 		TenantID:    tenantID,
 		PackageID:   projectPackage,
 		PackageCode: "project-boost-week",
-		PackageName: "Project boost, one week",
 		PackageKind: contract.KindProjectBoost,
 		Targets: []contract.Target{
 			{TargetKind: contract.TargetProject, TargetID: projectA},
