@@ -48,4 +48,3 @@ func jsonTags(t reflect.Type) []string {
 	}
 	return tags
 }
-
