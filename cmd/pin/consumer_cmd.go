@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"database/sql"
 	"io"
 	"log/slog"
 
@@ -11,14 +11,24 @@ import (
 	"github.com/pinmarket/pin/platform/observability"
 )
 
+// consumerDeadLetters are the consumer kit's dead letters (platform/consumer).
+var consumerDeadLetters = deadLetterSide[consumer.DeadLetter]{
+	command: "consumer dead-letters", what: "consumer dead letters",
+	filterFlag: "group", filterUsage: "only the dead letters of this consumer (its Kafka consumer group, e.g. boost)",
+	list: func(ctx context.Context, db *sql.DB, group string, limit int, discarded bool) ([]consumer.DeadLetter, error) {
+		return consumer.ListDeadLetters(ctx, db, consumer.ListFilter{Group: group, Limit: limit, Discarded: discarded})
+	},
+	discard: consumer.DiscardDeadLetters,
+}
+
 // consumerCommand runs `pin consumer dead-letters list|replay|discard`: the
 // consumer kit's dead letters, listed, handed to their consumer again or
 // set aside, with only PIN_DATABASE_URL.
 var consumerCommand = commandGroup("consumer", map[string]subcommand{
 	"dead-letters": commandGroup("consumer dead-letters", map[string]subcommand{
-		"list":    listConsumerDeadLetters,
+		"list":    consumerDeadLetters.runList,
 		"replay":  replayConsumerDeadLetters,
-		"discard": discardConsumerDeadLetters,
+		"discard": consumerDeadLetters.runDiscard,
 	}),
 })
 
@@ -27,38 +37,6 @@ var consumerCommand = commandGroup("consumer", map[string]subcommand{
 // in this process (docs/consuming-the-event.md, "Dead letters").
 func consumerReplayers(logger *slog.Logger) []consumer.Replayer {
 	return []consumer.Replayer{boost.DeadLetterReplayer(logger)}
-}
-
-// listConsumerDeadLetters prints the waiting (or --discarded) dead letters
-// of --group as one JSON object a line, oldest first.
-func listConsumerDeadLetters(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
-	const name = "consumer dead-letters list"
-	fs := newFlags(name)
-	group := fs.String("group", "", "only the dead letters of this consumer (its Kafka consumer group, e.g. boost)")
-	lf := addListFlags(fs)
-	if err := parseFlags(fs, name+" [--group G] [--limit N] [--discarded]", args, stdout); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("%s: unexpected argument %q", name, fs.Arg(0))}
-	}
-	if err := lf.check(name); err != nil {
-		return err
-	}
-	db, err := openDatabase(ctx, environ)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	letters, err := consumer.ListDeadLetters(ctx, db, consumer.ListFilter{Group: *group, Limit: *lf.limit, Discarded: *lf.discarded})
-	if err != nil {
-		return err
-	}
-	what := "consumer dead letters"
-	if *lf.discarded {
-		what = "discarded consumer dead letters"
-	}
-	return printList(stdout, stderr, letters, what)
 }
 
 // replayConsumerDeadLetters hands the named dead letters to their
@@ -100,23 +78,4 @@ func replayConsumerDeadLetters(ctx context.Context, args, environ []string, stdo
 		return err
 	}
 	return printJSONLines(stdout, replayed)
-}
-
-// discardConsumerDeadLetters sets the named dead letters aside with a
-// reason, all or nothing, and prints each as list --discarded does.
-func discardConsumerDeadLetters(ctx context.Context, args, environ []string, stdout, _ io.Writer) error {
-	ids, reason, err := parseDiscard("consumer dead-letters discard", args, stdout)
-	if err != nil {
-		return err
-	}
-	db, err := openDatabase(ctx, environ)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	discarded, err := consumer.DiscardDeadLetters(ctx, db, ids, reason)
-	if err != nil {
-		return err
-	}
-	return printJSONLines(stdout, discarded)
 }

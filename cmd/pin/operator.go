@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -118,24 +118,67 @@ func deadLetterID(arg string) (int64, bool) {
 
 const deadLetterIDWhat = "a dead letter ID (a positive integer, the id of list)"
 
-// listFlags are the flags of a `dead-letters list`.
-type listFlags struct {
-	limit     *int
-	discarded *bool
+// deadLetterSide is one side's dead letters as the `dead-letters`
+// commands see them: what the list is called, the flag that narrows it
+// (--topic or --group), and its list and discard.
+type deadLetterSide[T any] struct {
+	command, what           string // "outbox dead-letters", "outbox dead letters"
+	filterFlag, filterUsage string
+	list                    func(ctx context.Context, db *sql.DB, filter string, limit int, discarded bool) ([]T, error)
+	discard                 func(ctx context.Context, db *sql.DB, ids []int64, reason string) ([]T, error)
 }
 
-func addListFlags(fs *flag.FlagSet) listFlags {
-	return listFlags{
-		limit:     fs.Int("limit", 0, "list at most N, oldest first (0: all)"),
-		discarded: fs.Bool("discarded", false, "list the discarded dead letters, with their reasons, instead of those waiting"),
+// runList runs `dead-letters list [--FILTER F] [--limit N] [--discarded]`:
+// the waiting (or discarded) dead letters, oldest first, one JSON object a
+// line, or "no …" on stderr.
+func (d deadLetterSide[T]) runList(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	name := d.command + " list"
+	fs := newFlags(name)
+	filter := fs.String(d.filterFlag, "", d.filterUsage)
+	limit := fs.Int("limit", 0, "list at most N, oldest first (0: all)")
+	discarded := fs.Bool("discarded", false, "list the discarded dead letters, with their reasons, instead of those waiting")
+	if err := parseFlags(fs, fmt.Sprintf("%s [--%s %s] [--limit N] [--discarded]", name, d.filterFlag, strings.ToUpper(d.filterFlag[:1])), args, stdout); err != nil {
+		return err
 	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("%s: unexpected argument %q", name, fs.Arg(0))}
+	}
+	if *limit < 0 {
+		return usageError{fmt.Sprintf("%s: --limit %d must be 0 or more", name, *limit)}
+	}
+	db, err := openDatabase(ctx, environ)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	letters, err := d.list(ctx, db, *filter, *limit, *discarded)
+	if err != nil {
+		return err
+	}
+	what := d.what
+	if *discarded {
+		what = "discarded " + what
+	}
+	return printList(stdout, stderr, letters, what)
 }
 
-func (f listFlags) check(name string) error {
-	if *f.limit < 0 {
-		return usageError{fmt.Sprintf("%s: --limit %d must be 0 or more", name, *f.limit)}
+// runDiscard runs `dead-letters discard ID... --reason TEXT`: all or
+// nothing, each discarded one printed as list --discarded does.
+func (d deadLetterSide[T]) runDiscard(ctx context.Context, args, environ []string, stdout, _ io.Writer) error {
+	ids, reason, err := parseDiscard(d.command+" discard", args, stdout)
+	if err != nil {
+		return err
 	}
-	return nil
+	db, err := openDatabase(ctx, environ)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	discarded, err := d.discard(ctx, db, ids, reason)
+	if err != nil {
+		return err
+	}
+	return printJSONLines(stdout, discarded)
 }
 
 // parseDiscard reads `dead-letters discard ID... --reason TEXT`: at least

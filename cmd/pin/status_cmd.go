@@ -129,9 +129,9 @@ func printStatus(w io.Writer, s moduleStatus) error {
 		if c.Error != "" {
 			outcome = "FAILED: " + c.Error
 		}
-		fmt.Fprintf(tw, "\tlast cycle %s (%s ago) by %s: %s; expired %d, skipped locked %d, failed %d, %d batches, %d ms\n",
+		fmt.Fprintf(tw, "\tlast cycle %s (%s ago) by %s: %s; expired %d, skipped locked %d, failed %d, %d ms\n",
 			at(c.FinishedAt), s.AsOf.Sub(c.FinishedAt).Round(time.Second), c.Instance, outcome,
-			c.Expired, c.SkippedLocked, c.Failed, c.Batches, c.DurationMs)
+			c.Cycle.Expired, c.Cycle.SkippedLocked, c.Cycle.Failed, c.Cycle.Duration.Milliseconds())
 	}
 	for _, t := range s.Outbox {
 		fmt.Fprintf(tw, "outbox\t%s: backlog %d, dead letters %d (discarded %d)\n", t.Topic, t.Backlog, t.DeadLetters, t.DiscardedDeadLetters)

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 )
 
@@ -33,17 +31,12 @@ type ExpiryStatus struct {
 
 // LastCycle is one finished expiry cycle, as recorded by RecordCycle.
 type LastCycle struct {
-	RunID      uuid.UUID `json:"runId"`
-	AsOf       time.Time `json:"asOf"`
-	FinishedAt time.Time `json:"finishedAt"`
+	// Cycle is what it did, the line `pin expire-promotions --once` prints.
+	Cycle      app.ExpireCycleResult `json:"cycle"`
+	FinishedAt time.Time             `json:"finishedAt"`
 	// Instance is the application_name of the session that recorded it
 	// (postgres.ApplicationName): pin/<hostname>-<pid>/<role>.
-	Instance      string `json:"instance"`
-	Batches       int    `json:"batches"`
-	Expired       int    `json:"expired"`
-	SkippedLocked int    `json:"skippedLocked"`
-	Failed        int    `json:"failed"`
-	DurationMs    int64  `json:"durationMs"`
+	Instance string `json:"instance"`
 	// Error is the infrastructure error that ended the cycle; empty when it
 	// completed.
 	Error string `json:"error,omitempty"`
@@ -91,16 +84,18 @@ func ReadExpiryStatus(ctx context.Context, db *sql.DB) (ExpiryStatus, error) {
 	}
 	var c LastCycle
 	var errText sql.NullString
+	var ms int64
 	err = db.QueryRowContext(ctx, `SELECT run_id, as_of, finished_at, instance, batches, expired, skipped_locked,
-			failed, duration_ms, error FROM `+expireLastCycleTable).Scan(&c.RunID, &c.AsOf, &c.FinishedAt, &c.Instance,
-		&c.Batches, &c.Expired, &c.SkippedLocked, &c.Failed, &c.DurationMs, &errText)
+			failed, duration_ms, error FROM `+expireLastCycleTable).Scan(&c.Cycle.RunID, &c.Cycle.AsOf, &c.FinishedAt,
+		&c.Instance, &c.Cycle.Batches, &c.Cycle.Expired, &c.Cycle.SkippedLocked, &c.Cycle.Failed, &ms, &errText)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return s, nil
 	case err != nil:
 		return ExpiryStatus{}, fmt.Errorf("read the last expiry cycle: %w", err)
 	}
-	c.AsOf, c.FinishedAt, c.Error = c.AsOf.UTC(), c.FinishedAt.UTC(), errText.String
+	c.Cycle.AsOf, c.FinishedAt, c.Error = c.Cycle.AsOf.UTC(), c.FinishedAt.UTC(), errText.String
+	c.Cycle.Duration = time.Duration(ms) * time.Millisecond
 	s.LastCycle = &c
 	return s, nil
 }
