@@ -1,7 +1,7 @@
 -- The expiry job's last cycle, kept where `pin status` (which has only the
 -- database) can read it: the metrics of an instance die with it, and a
 -- cycle that expired nothing leaves no event. One row, rewritten at the end
--- of every cycle by whichever instance finished one last
+-- of every cycle by the instance that ran it: the last cycle finished
 -- (docs/adr/0017-operators-never-stuck.md).
 
 -- +goose Up

@@ -43,21 +43,20 @@ type LastCycle struct {
 }
 
 // RecordCycle keeps c, ended by cycleErr (nil: completed), as the last
-// cycle, unless another instance recorded one that finished later.
+// cycle: the one row is whichever instance's cycle finished last.
 func (r *ExpireRepository) RecordCycle(ctx context.Context, c app.ExpireCycleResult, cycleErr error) error {
 	var errText *string
 	if cycleErr != nil {
 		s := cycleErr.Error()
 		errText = &s
 	}
-	err := r.db.WithContext(ctx).Exec(`INSERT INTO `+expireLastCycleTable+` AS l
+	err := r.db.WithContext(ctx).Exec(`INSERT INTO `+expireLastCycleTable+`
 			(run_id, as_of, finished_at, instance, batches, expired, skipped_locked, failed, duration_ms, error)
 		VALUES (?, ?, clock_timestamp(), current_setting('application_name'), ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (singleton) DO UPDATE SET run_id = excluded.run_id, as_of = excluded.as_of,
 			finished_at = excluded.finished_at, instance = excluded.instance, batches = excluded.batches,
 			expired = excluded.expired, skipped_locked = excluded.skipped_locked, failed = excluded.failed,
-			duration_ms = excluded.duration_ms, error = excluded.error
-		WHERE l.finished_at <= excluded.finished_at`,
+			duration_ms = excluded.duration_ms, error = excluded.error`,
 		c.RunID, c.AsOf, c.Batches, c.Expired, c.SkippedLocked, c.Failed, c.Duration.Milliseconds(), errText).Error
 	if err != nil {
 		return fmt.Errorf("record the last expiry cycle: %w", err)
