@@ -41,7 +41,7 @@ func listPoison(ctx context.Context, args, environ []string, stdout, stderr io.W
 // releasePoison forgets the named poison purchases (or with --all every
 // one), so the next expiry cycle takes them in normal order, and prints
 // each one released as list does.
-func releasePoison(ctx context.Context, args, environ []string, stdout, _ io.Writer) error {
+func releasePoison(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	const name = "promotion poison release"
 	fs := newFlags(name)
 	all := fs.Bool("all", false, "release every poison purchase; required when no PURCHASE_ID is named")
@@ -65,5 +65,5 @@ func releasePoison(ctx context.Context, args, environ []string, stdout, _ io.Wri
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	return printJSONLines(stdout, released)
+	return printList(stdout, stderr, released, "poison purchases to release")
 }
