@@ -49,13 +49,7 @@ func TestReplayOutcomes(t *testing.T) {
 	k := newKit(t)
 	ctx := context.Background()
 	replayers := []Replayer{NewReplayer("kit", kitHandler{}, slog.New(slog.DiscardHandler))}
-	deadLetter := func(m *sarama.ConsumerMessage) int64 {
-		t.Helper()
-		require.NoError(t, k.runner.deadLetter(ctx, toRecord(m), errors.New("refused"), 5))
-		var id int64
-		require.NoError(t, k.db.SQL.QueryRow(`SELECT id FROM consumer.dead_letters WHERE kafka_offset = $1`, m.Offset).Scan(&id))
-		return id
-	}
+	deadLetter := func(m *sarama.ConsumerMessage) int64 { return deadLetterOf(t, k, m) }
 	fresh, aggregate := k.event(t, kitEvent{})
 	older := kitEvent{Aggregate: uuid.NewString(), MessageID: uuid.New(), Version: 1}
 	newer := older
@@ -93,13 +87,7 @@ func TestReplayAllIsNotBlockedByOneThatCannotBeDecoded(t *testing.T) {
 	k := newKit(t)
 	ctx := context.Background()
 	replayers := []Replayer{NewReplayer("kit", kitHandler{}, slog.New(slog.DiscardHandler))}
-	deadLetter := func(m *sarama.ConsumerMessage) int64 {
-		t.Helper()
-		require.NoError(t, k.runner.deadLetter(ctx, toRecord(m), errors.New("refused"), 5))
-		var id int64
-		require.NoError(t, k.db.SQL.QueryRow(`SELECT id FROM consumer.dead_letters WHERE kafka_offset = $1`, m.Offset).Scan(&id))
-		return id
-	}
+	deadLetter := func(m *sarama.ConsumerMessage) int64 { return deadLetterOf(t, k, m) }
 	broken := deadLetter(k.record([]byte("k"), []byte("not JSON")))
 	good, aggregate := k.event(t, kitEvent{})
 	goodID := deadLetter(good)
@@ -132,6 +120,15 @@ func TestReplayAllIsNotBlockedByOneThatCannotBeDecoded(t *testing.T) {
 	require.Len(t, kept, 1)
 	require.Equal(t, "not JSON: the producer's bug, fixed since", kept[0].DiscardReason)
 	require.NotNil(t, kept[0].DiscardedAt)
+}
+
+// deadLetterOf dead-letters m as the runner does and returns its id.
+func deadLetterOf(t *testing.T, k *kit, m *sarama.ConsumerMessage) int64 {
+	t.Helper()
+	require.NoError(t, k.runner.deadLetter(context.Background(), toRecord(m), errors.New("refused"), 5))
+	var id int64
+	require.NoError(t, k.db.SQL.QueryRow(`SELECT id FROM consumer.dead_letters WHERE kafka_offset = $1`, m.Offset).Scan(&id))
+	return id
 }
 
 func countDeadLetters(t *testing.T, k *kit) int {
