@@ -3,6 +3,7 @@ package main_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,7 +70,8 @@ END $$`)
 	id := strconv.FormatInt(int64(listed["id"].(float64)), 10)
 	out, stderr, code = run(t, env, "consumer", "dead-letters", "list", "--group", "catalog")
 	require.Equal(t, 0, code, stderr)
-	require.Empty(t, out)
+	require.Empty(t, out, "stdout stays clean for scripts")
+	require.Equal(t, "no consumer dead letters\n", stderr, "an empty list says so")
 
 	// A second dead letter of the same record, as a re-published event
 	// refused again would leave; another consumer's; and a minimal one.
@@ -92,6 +94,9 @@ END $$`)
 		{"consumer", "dead-letters", "list", "extra"},
 		{"consumer", "dead-letters", "replay"}, {"consumer", "dead-letters", "replay", "abc"},
 		{"consumer", "dead-letters", "replay", "--all", id}, {"consumer", "dead-letters", "replay", "--group", "boost", id},
+		{"consumer", "dead-letters", "list", "--limit", "-1"},
+		{"consumer", "dead-letters", "discard", id}, {"consumer", "dead-letters", "discard", id, "--reason", " "},
+		{"consumer", "dead-letters", "discard", "--reason", "why"},
 	} {
 		_, stderr, code := run(t, env, args...)
 		require.Equal(t, 2, code, "pin %v: %s", args, stderr)
@@ -109,8 +114,22 @@ END $$`)
 		_, stderr, code := run(t, env, append([]string{"consumer", "dead-letters", "replay"}, tt.args...)...)
 		require.Equal(t, 1, code, "replay %v: %s", tt.args, stderr)
 		require.Contains(t, stderr, tt.says, "replay %v", tt.args)
+		requireNoSQL(t, stderr)
 		require.Equal(t, 4, deadLetters(), "replay %v: nothing changed", tt.args)
 	}
+	// While the cause remains, --all can do nothing: it names each one it
+	// could not replay and why, and exits 1.
+	out, stderr, code = run(t, env, "consumer", "dead-letters", "replay", "--all")
+	require.Equal(t, 1, code, stderr)
+	require.Empty(t, out)
+	for _, n := range []string{id, strconv.FormatInt(copyID, 10), strconv.FormatInt(otherID, 10), strconv.FormatInt(minimalID, 10)} {
+		require.Contains(t, stderr, "dead letter "+n+" not replayed: ", "each one is reported")
+	}
+	requireNoSQL(t, stderr)
+	require.Equal(t, 4, deadLetters())
+	out, stderr, code = run(t, env, "consumer", "dead-letters", "list", "--limit", "2")
+	require.Equal(t, 0, code, stderr)
+	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 2, "--limit caps the list")
 	s.requireBoostWithin(t, boostPromise, tok, "Project", project, 0, 0)
 
 	exec(`DROP TRIGGER black_box_refuse ON boost.purchase_targets`)
@@ -125,14 +144,54 @@ END $$`)
 	_, stderr, code = run(t, env, "consumer", "dead-letters", "replay", id)
 	require.Equal(t, 1, code, "a second replay of the same id: %s", stderr)
 	require.Contains(t, stderr, "already replayed")
+	// --all replays what it can and reports the rest: one that can never
+	// be replayed no longer blocks the others.
 	out, stderr, code = run(t, env, "consumer", "dead-letters", "replay", "--all", "--group", "boost")
 	require.Equal(t, 0, code, stderr)
 	require.NoError(t, json.Unmarshal([]byte(out), &replayed), out)
-	require.EqualValues(t, copyID, replayed["id"], "--all takes the replayable ones only: %s", out)
+	require.EqualValues(t, copyID, replayed["id"], "--all replays what it can: %s", out)
 	require.Equal(t, "duplicate", replayed["outcome"], "the inbox knows its messageId")
+	require.Contains(t, stderr, fmt.Sprintf("dead letter %d not replayed: ", minimalID))
+	require.Contains(t, stderr, "minimal")
 	s.requireBoostWithin(t, boostPromise, tok, "Project", project, 10, 1)
 	out, stderr, code = run(t, env, "consumer", "dead-letters", "replay", "--all")
-	require.Equal(t, 0, code, stderr)
-	require.Empty(t, out, "nothing left this binary can replay")
+	require.Equal(t, 1, code, "nothing left this binary can replay: %s", stderr)
+	require.Empty(t, out)
+	require.Contains(t, stderr, fmt.Sprintf("dead letter %d not replayed: ", otherID))
+	require.Contains(t, stderr, fmt.Sprintf("dead letter %d not replayed: ", minimalID))
 	require.Equal(t, 2, deadLetters(), "the minimal one and another consumer's stay")
+
+	// Discarded with a reason, they leave the list and --all, and are kept.
+	minimal, other := strconv.FormatInt(minimalID, 10), strconv.FormatInt(otherID, 10)
+	_, stderr, code = run(t, env, "consumer", "dead-letters", "discard", minimal, "999999999", "--reason", "x")
+	require.Equal(t, 1, code, "an unknown id: %s", stderr)
+	require.Contains(t, stderr, "999999999")
+	out, stderr, code = run(t, env, "consumer", "dead-letters", "discard", minimal, other, "--reason", "record lost with the topic's retention")
+	require.Equal(t, 0, code, stderr)
+	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 2, out)
+	_, stderr, code = run(t, env, "consumer", "dead-letters", "discard", minimal, "--reason", "again")
+	require.Equal(t, 1, code, "discarded once: %s", stderr)
+	out, stderr, code = run(t, env, "consumer", "dead-letters", "replay", "--all")
+	require.Equal(t, 0, code, stderr)
+	require.Empty(t, out)
+	require.Equal(t, "no dead letters to replay\n", stderr)
+	_, stderr, code = run(t, env, "consumer", "dead-letters", "list")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "no consumer dead letters\n", stderr)
+	out, stderr, code = run(t, env, "consumer", "dead-letters", "list", "--discarded", "--group", "boost")
+	require.Equal(t, 0, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(out), &listed), out)
+	require.EqualValues(t, minimalID, listed["id"])
+	require.Equal(t, "record lost with the topic's retention", listed["discardReason"])
+	require.NotEmpty(t, listed["discardedAt"])
+	require.Equal(t, 2, deadLetters(), "a discarded dead letter is kept")
+}
+
+// requireNoSQL fails when an operator command's output carries SQL: a
+// failed replay says what failed, not the statement.
+func requireNoSQL(t *testing.T, output string) {
+	t.Helper()
+	for _, keyword := range []string{"SELECT ", "INSERT INTO", "UPDATE ", "DELETE FROM", "[rows:"} {
+		require.NotContains(t, output, keyword)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -126,8 +127,8 @@ func printDevHowTo(w io.Writer, cfg config.Config, authn *auth.Authenticator) er
 		pin = "pin"
 	}
 	// The exports are what a second shell needs for the README's walk and
-	// for pin expire-promotions, pin migrate status, pin token and pin dev
-	// make-due; the secret, and so the tokens, die with this process.
+	// the runbooks, under the names they use (pin on the PATH, BASE,
+	// BROKER); the secret, and so the tokens, die with this process.
 	fmt.Fprintf(w, `
 pin dev is running (development only).
 
@@ -137,15 +138,15 @@ pin dev is running (development only).
 In another shell (unless PIN_AUTH_JWT_SECRET was set, the secret is made for this run: the tokens die with it):
   export PIN_DATABASE_URL=%[4]s
   export PIN_AUTH_JWT_SECRET=%[5]s
-  export BASE=%[1]s KAFKA=%[2]s PIN=%[8]s
+  export BASE=%[1]s BROKER=%[2]s PATH=%[8]s:"$PATH"
   export TOKEN=%[6]s
   export ADMIN_TOKEN=%[7]s
 
 Then follow "A first purchase, step by step" in README.md: a purchase, its boost, its expiry
-($PIN dev make-due $PURCHASE_ID, then $PIN expire-promotions --once) and its events:
-  kcat -C -b $KAFKA -t %[3]s -o beginning -e -f 'key=%%k partition=%%p headers=%%h\n%%s\n\n'
+(pin dev make-due $PURCHASE_ID, then pin expire-promotions --once) and its events:
+  kcat -C -b $BROKER -t %[3]s -o beginning -e -f 'key=%%k partition=%%p headers=%%h\n%%s\n\n'
 
-`, "http://"+cfg.HTTPAddr, cfg.KafkaBrokers[0], contract.Topic, shellQuote(cfg.DatabaseURL), cfg.JWTSecret, tenantToken, adminToken, shellQuote(pin))
+`, "http://"+cfg.HTTPAddr, cfg.KafkaBrokers[0], contract.Topic, shellQuote(cfg.DatabaseURL), cfg.JWTSecret, tenantToken, adminToken, shellQuote(filepath.Dir(pin)))
 	return nil
 }
 

@@ -38,7 +38,7 @@ func expirePromotions(ctx context.Context, args, environ []string, stdout, stder
 	}
 	cfg.ExpireBatchSize = size
 
-	p, err := newPlatform(ctx, cfg, stderr)
+	p, err := newPlatform(ctx, cfg, "expire", stderr)
 	if err != nil {
 		return err
 	}

@@ -2,81 +2,66 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"database/sql"
 	"io"
-	"strconv"
 
 	"github.com/pinmarket/pin/platform/outbox"
 )
 
-const (
-	outboxListSynopsis   = "outbox dead-letters list [--topic T]"
-	outboxReplaySynopsis = "outbox dead-letters replay ID...|--all [--topic T]"
-)
+const outboxReplaySynopsis = "outbox dead-letters replay ID...|--all [--topic T]"
 
-// outboxCommand runs `pin outbox dead-letters list|replay`: the relay's dead
-// letters, listed or put back into the outbox, with only PIN_DATABASE_URL.
+// outboxDeadLetters are the relay's dead letters (platform/outbox).
+var outboxDeadLetters = deadLetterSide[outbox.DeadLetter]{
+	command: "outbox dead-letters", what: "outbox dead letters",
+	filterFlag: "topic", filterUsage: "only the dead letters of this Kafka topic",
+	list: func(ctx context.Context, db *sql.DB, topic string, limit int, discarded bool) ([]outbox.DeadLetter, error) {
+		return outbox.ListDeadLetters(ctx, db, outbox.ListFilter{Topic: topic, Limit: limit, Discarded: discarded})
+	},
+	discard: outbox.DiscardDeadLetters,
+}
+
+// outboxCommand runs `pin outbox dead-letters list|replay|discard`: the
+// relay's dead letters, listed, put back into the outbox or set aside, with
+// only PIN_DATABASE_URL.
 var outboxCommand = commandGroup("outbox", map[string]subcommand{
 	"dead-letters": commandGroup("outbox dead-letters", map[string]subcommand{
-		"list":   listOutboxDeadLetters,
-		"replay": replayOutboxDeadLetters,
+		"list":    outboxDeadLetters.runList,
+		"replay":  replayOutboxDeadLetters,
+		"discard": outboxDeadLetters.runDiscard,
 	}),
 })
 
-// listOutboxDeadLetters prints every dead letter (of --topic) as one JSON
-// object a line, oldest first.
-func listOutboxDeadLetters(ctx context.Context, args, environ []string, stdout, _ io.Writer) error {
-	fs := newFlags("outbox dead-letters list")
-	topic := fs.String("topic", "", "only the dead letters of this Kafka topic")
-	if err := parseFlags(fs, outboxListSynopsis, args, stdout); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("outbox dead-letters list: unexpected argument %q", fs.Arg(0))}
-	}
-	db, err := openDatabase(ctx, environ)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	letters, err := outbox.ListDeadLetters(ctx, db, *topic)
-	if err != nil {
-		return err
-	}
-	return printJSONLines(stdout, letters)
-}
-
-// replayOutboxDeadLetters puts the named dead letters, or with --all every
-// replayable one, back into the outbox and prints one JSON line for each.
-func replayOutboxDeadLetters(ctx context.Context, args, environ []string, stdout, _ io.Writer) error {
-	fs := newFlags("outbox dead-letters replay")
-	all := fs.Bool("all", false, "replay every dead letter that can be replayed (of --topic, if given); required when no ID is named")
+// replayOutboxDeadLetters puts the named dead letters back into the outbox,
+// all or nothing, or with --all every one it can, reporting the others; it
+// prints one JSON line for each replayed.
+func replayOutboxDeadLetters(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	const name = "outbox dead-letters replay"
+	fs := newFlags(name)
+	all := fs.Bool("all", false, "replay every waiting dead letter that can be replayed (of --topic, if given) and report each one that cannot; required when no ID is named")
 	topic := fs.String("topic", "", "with --all: only the dead letters of this Kafka topic")
 	if err := parseFlags(fs, outboxReplaySynopsis, args, stdout); err != nil {
 		return err
 	}
-	ids, err := namedOrAll("outbox dead-letters replay", "a dead letter ID (a positive integer, the id of list)", fs.Args(), *all,
-		func(arg string) (int64, bool) {
-			id, err := strconv.ParseInt(arg, 10, 64)
-			return id, err == nil && id > 0
-		})
+	ids, err := namedOrAll(name, deadLetterIDWhat, fs.Args(), *all, deadLetterID)
 	if err != nil {
 		return err
 	}
 	if *topic != "" && !*all {
-		return usageError{"outbox dead-letters replay: --topic goes with --all"}
+		return usageError{name + ": --topic goes with --all"}
 	}
 	db, err := openDatabase(ctx, environ)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	var replayed []outbox.ReplayedDeadLetter
 	if *all {
-		replayed, err = outbox.ReplayAllDeadLetters(ctx, db, *topic)
-	} else {
-		replayed, err = outbox.ReplayDeadLetters(ctx, db, ids)
+		replayed, failed, err := outbox.ReplayAllDeadLetters(ctx, db, *topic)
+		if err != nil {
+			return err
+		}
+		return reportReplayAll(stdout, stderr, replayed, failed, func(f outbox.FailedReplay) (int64, string) { return f.ID, f.Reason })
 	}
+	replayed, err := outbox.ReplayDeadLetters(ctx, db, ids)
 	if err != nil {
 		return err
 	}

@@ -406,7 +406,7 @@ func TestDevFromPurchaseToKafkaAndBack(t *testing.T) {
 	for _, line := range []string{
 		"export PIN_DATABASE_URL='" + db.URL + "'",
 		"export PIN_AUTH_JWT_SECRET=" + jwtSecret,
-		"export BASE=" + s.base + " KAFKA=" + kafkaAddr,
+		"export BASE=" + s.base + " BROKER=" + kafkaAddr + " PATH='",
 		"export TOKEN=ey",
 		"export ADMIN_TOKEN=ey",
 	} {

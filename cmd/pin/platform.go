@@ -30,7 +30,9 @@ type platform struct {
 	apiDB *gorm.DB
 }
 
-func newPlatform(ctx context.Context, cfg config.Config, stderr io.Writer) (*platform, error) {
+// newPlatform opens the platform; role names its pool's sessions
+// (postgres.ApplicationName).
+func newPlatform(ctx context.Context, cfg config.Config, role string, stderr io.Writer) (*platform, error) {
 	level, err := observability.ParseLevel(cfg.LogLevel)
 	if err != nil {
 		return nil, err
@@ -44,7 +46,7 @@ func newPlatform(ctx context.Context, cfg config.Config, stderr io.Writer) (*pla
 	if err != nil {
 		return nil, err
 	}
-	db, err := postgres.Open(ctx, cfg.DatabaseURL)
+	db, err := postgres.OpenPool(ctx, cfg.DatabaseURL, postgres.PoolConfig{ApplicationName: postgres.ApplicationName(role)})
 	if err != nil {
 		_ = tp.Shutdown(ctx)
 		return nil, err

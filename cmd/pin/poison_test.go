@@ -125,4 +125,12 @@ func TestPromotionPoisonListAndRelease(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, still)
 	require.Empty(t, listed(), "--all releases every one")
+	out, stderr, code = run(t, env, "promotion", "poison", "list")
+	require.Equal(t, 0, code, stderr)
+	require.Empty(t, out, "stdout stays clean for scripts")
+	require.Equal(t, "no poison purchases\n", stderr, "an empty list says so")
+	out, stderr, code = run(t, env, "promotion", "poison", "release", "--all")
+	require.Equal(t, 0, code, stderr)
+	require.Empty(t, out)
+	require.Equal(t, "no poison purchases to release\n", stderr)
 }

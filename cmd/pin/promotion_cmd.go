@@ -22,7 +22,7 @@ var promotionCommand = commandGroup("promotion", map[string]subcommand{
 
 // listPoison prints the purchases the expiry job remembers as poison, one
 // JSON object a line, the first to fail first.
-func listPoison(ctx context.Context, args, environ []string, stdout, _ io.Writer) error {
+func listPoison(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	if err := noArgs("promotion poison list", "promotion poison list", args, stdout); err != nil {
 		return err
 	}
@@ -35,13 +35,13 @@ func listPoison(ctx context.Context, args, environ []string, stdout, _ io.Writer
 	if err != nil {
 		return err
 	}
-	return printJSONLines(stdout, poison)
+	return printList(stdout, stderr, poison, "poison purchases")
 }
 
 // releasePoison forgets the named poison purchases (or with --all every
 // one), so the next expiry cycle takes them in normal order, and prints
 // each one released as list does.
-func releasePoison(ctx context.Context, args, environ []string, stdout, _ io.Writer) error {
+func releasePoison(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	const name = "promotion poison release"
 	fs := newFlags(name)
 	all := fs.Bool("all", false, "release every poison purchase; required when no PURCHASE_ID is named")
@@ -65,5 +65,5 @@ func releasePoison(ctx context.Context, args, environ []string, stdout, _ io.Wri
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	return printJSONLines(stdout, released)
+	return printList(stdout, stderr, released, "poison purchases to release")
 }

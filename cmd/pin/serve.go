@@ -58,7 +58,9 @@ type server struct {
 
 // openServer opens the platform and both pools: the runners' and the API's.
 func openServer(ctx context.Context, cfg config.Config, stderr io.Writer) (*server, error) {
-	p, err := newPlatform(ctx, cfg, stderr)
+	// The runners' pool (expiry, consumer, cleaners) is "serve"; the API's
+	// and the relay's lock sessions are named apart.
+	p, err := newPlatform(ctx, cfg, "serve", stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +79,9 @@ func (s *server) openAPIPool(ctx context.Context) error {
 	}
 	// The runners keep what the API pool leaves of the usual 20 connections.
 	s.sqlDB.SetMaxOpenConns(postgres.BackgroundMaxOpenConns)
-	if s.apiDB, err = postgres.OpenPool(ctx, s.cfg.DatabaseURL, postgres.APIPool); err != nil {
+	api := postgres.APIPool
+	api.ApplicationName = postgres.ApplicationName("api")
+	if s.apiDB, err = postgres.OpenPool(ctx, s.cfg.DatabaseURL, api); err != nil {
 		return err
 	}
 	apiSQL, err := s.apiDB.DB()

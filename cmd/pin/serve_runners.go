@@ -4,6 +4,7 @@ import (
 	"github.com/pinmarket/pin/modules/boost"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // The background work build puts on the host beside the modules' own
@@ -21,6 +22,8 @@ func (s *server) addOutboxRunners() error {
 		Topics:       topics,
 		PollInterval: s.cfg.OutboxPollInterval,
 		Sarama:       kafka.NewProducerConfig("pin-outbox-relay", kafkaSecurity(s.cfg)),
+		// The lock-holder query of docs/runbooks/outbox-backlog.md shows it.
+		ApplicationName: postgres.ApplicationName("relay"),
 	}, s.logger, s.reg, s.tp)
 	if err != nil {
 		return err

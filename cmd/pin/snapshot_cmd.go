@@ -50,7 +50,11 @@ func snapshotPurchases(ctx context.Context, args, environ []string, stdout, stde
 	if err := opts.Check(); err != nil {
 		return usageError{fmt.Sprintf("%s: %v", name, err)}
 	}
-	db, err := openDatabase(ctx, environ)
+	gdb, err := openGormDatabaseAs(ctx, environ, "snapshot")
+	if err != nil {
+		return err
+	}
+	db, err := gdb.DB()
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ func TestADeadLetteredEventReplayedLateLeavesTheProjectionRight(t *testing.T) {
 	b.requireBoost(t, inOrder, 0, 0)
 	require.Zero(t, b.counter(t, "pin_consumer_stale_total"))
 
-	dead, err := outbox.ListDeadLetters(ctx, b.db.SQL, contract.Topic)
+	dead, err := outbox.ListDeadLetters(ctx, b.db.SQL, outbox.ListFilter{Topic: contract.Topic})
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
 	require.Equal(t, activated.MessageID.String(), dead[0].MessageID)

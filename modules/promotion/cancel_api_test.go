@@ -74,6 +74,32 @@ func TestCancelExpiredIsConflict(t *testing.T) {
 	require.Len(t, b.events(t), 1)
 }
 
+// TestCancelOfAPurchaseABatchHoldsIsBusy holds a purchase's row as an
+// expiry batch does (FOR UPDATE, uncommitted) for longer than the API's
+// lock_timeout: the cancellation gets 409 purchase-busy, not "already
+// Expired", and changes nothing (docs/expire-promotions-job.md, Guarantees).
+func TestCancelOfAPurchaseABatchHoldsIsBusy(t *testing.T) {
+	t.Parallel()
+	b := newTestBundle(t)
+	pkg := b.createPackage(t, "project-boost-week", "ProjectBoost")
+	tenant := uuid.New()
+	bought := b.buy(t, b.tenantToken(t, tenant), pkg.ID, 1)
+	batch, err := b.db.SQL.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	defer func() { _ = batch.Rollback() }()
+	_, err = batch.Exec(`SELECT id FROM promotion.promotion_purchases WHERE id = $1 FOR UPDATE SKIP LOCKED`, bought.ID)
+	require.NoError(t, err)
+
+	res := b.do(t, request{method: http.MethodPost, path: cancelPath(bought.ID), token: b.tenantToken(t, tenant), body: map[string]any{"reason": "blocked"}})
+	require.Equal(t, http.StatusConflict, res.status, string(res.body))
+	require.Equal(t, "https://pin.dev/problems/purchase-busy", res.problem(t).Type)
+	require.NoError(t, batch.Rollback())
+	var status string
+	require.NoError(t, b.db.SQL.QueryRow(`SELECT status FROM promotion.promotion_purchases WHERE id = $1`, bought.ID).Scan(&status))
+	require.Equal(t, "Active", status, "nothing changed")
+	require.Len(t, b.events(t), 1)
+}
+
 func TestCancelReasonRules(t *testing.T) {
 	t.Parallel()
 	b := newTestBundle(t)

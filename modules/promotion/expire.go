@@ -3,6 +3,7 @@ package promotion
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
@@ -37,7 +38,7 @@ func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
 	if err != nil {
 		return nil, err
 	}
-	cycle, err := app.NewExpireCycle(store, telemetry, d.Now)
+	cycle, err := app.NewExpireCycle(store, cycleRecorder{ExpireTelemetry: telemetry, store: store, logger: d.Logger}, d.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -48,6 +49,35 @@ func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
 	}
 	telemetry.RunnerStarted(runner.Interval(), time.Now())
 	return &expiry{cycle: cycle, runner: runner, settings: settings}, nil
+}
+
+// cycleRecorder observes the cycle as its telemetry does, and records each
+// finished cycle in the database for `pin status`: an instance's metrics
+// die with it, and a cycle that expired nothing leaves no event.
+type cycleRecorder struct {
+	*ports.ExpireTelemetry
+	store  *adapters.ExpireRepository
+	logger *slog.Logger
+}
+
+func (o cycleRecorder) CycleCompleted(ctx context.Context, c app.ExpireCycleResult) {
+	o.ExpireTelemetry.CycleCompleted(ctx, c)
+	o.record(ctx, c, nil)
+}
+
+func (o cycleRecorder) CycleFailed(ctx context.Context, c app.ExpireCycleResult, err error) {
+	o.ExpireTelemetry.CycleFailed(ctx, c, err)
+	o.record(ctx, c, err)
+}
+
+// record writes the cycle even when ctx is cancelled (a stop): it is the
+// last thing the cycle does. A failure costs only the status line.
+func (o cycleRecorder) record(ctx context.Context, c app.ExpireCycleResult, cycleErr error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := o.store.RecordCycle(ctx, c, cycleErr); err != nil {
+		o.logger.WarnContext(ctx, "expiry: last cycle not recorded", "error", err)
+	}
 }
 
 // ExpireOnce runs exactly one expiry cycle of one batch of at most

@@ -30,3 +30,16 @@ func ListPoison(ctx context.Context, db *sql.DB) ([]PoisonPurchase, error) {
 func ReleasePoison(ctx context.Context, db *sql.DB, ids []uuid.UUID, all bool) ([]PoisonPurchase, error) {
 	return adapters.ReleasePoison(ctx, db, ids, all)
 }
+
+// ExpiryStatus is the expiry job's backlog, poison and last cycle, as
+// `pin status` shows them.
+type ExpiryStatus = adapters.ExpiryStatus
+
+// LastCycle is the last expiry cycle an instance finished.
+type LastCycle = adapters.LastCycle
+
+// ReadExpiryStatus reads the expiry's state; like ListPoison it needs only
+// the database.
+func ReadExpiryStatus(ctx context.Context, db *sql.DB) (ExpiryStatus, error) {
+	return adapters.ReadExpiryStatus(ctx, db)
+}

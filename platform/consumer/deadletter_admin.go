@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/base64"
@@ -35,6 +36,10 @@ type DeadLetter struct {
 	// Replayable says whether the record's bytes are kept, so that a replay
 	// can hand it to its consumer again.
 	Replayable bool `json:"replayable"`
+	// DiscardedAt and DiscardReason are set on a discarded dead letter
+	// (DiscardDeadLetters): kept for the record, never replayed.
+	DiscardedAt   *time.Time `json:"discardedAt,omitempty"`
+	DiscardReason string     `json:"discardReason,omitempty"`
 
 	record Record
 }
@@ -68,6 +73,23 @@ type DeadLetterRef struct {
 type ReplayedDeadLetter struct {
 	DeadLetterRef
 	Outcome string `json:"outcome"`
+}
+
+// FailedReplay is a dead letter ReplayAllDeadLetters could not replay, and
+// why; it stays where it was.
+type FailedReplay struct {
+	DeadLetterRef
+	Reason string `json:"reason"`
+}
+
+// ListFilter says which dead letters ListDeadLetters returns.
+type ListFilter struct {
+	// Group keeps those of one consumer; all consumers' when empty.
+	Group string
+	// Limit caps how many, oldest first; no cap when 0.
+	Limit int
+	// Discarded lists the discarded ones instead of those waiting.
+	Discarded bool
 }
 
 // ErrDeadLetterNotFound is wrapped when a named dead letter does not exist
@@ -132,51 +154,100 @@ const replayableDeadLetter = `refused_sqlstate IS NULL AND header_keys IS NOT NU
 // order of scanDeadLetter.
 const deadLetterColumns = `id, consumer, topic, kafka_partition, kafka_offset, record_key, value,
 	header_keys, header_values, error, attempts, dead_lettered_at, COALESCE(refused_sqlstate, ''),
-	(` + replayableDeadLetter + `)`
+	(` + replayableDeadLetter + `), discarded_at, COALESCE(discard_reason, '')`
 
-// ListDeadLetters returns the dead letters of the consumer named group (all
-// consumers when group is empty), oldest first.
-func ListDeadLetters(ctx context.Context, db *sql.DB, group string) ([]DeadLetter, error) {
+// waiting holds for a dead letter no operator discarded: the ones listed
+// and replayed.
+const waiting = `discarded_at IS NULL`
+
+// ListDeadLetters returns the dead letters f selects, oldest first.
+func ListDeadLetters(ctx context.Context, db *sql.DB, f ListFilter) ([]DeadLetter, error) {
 	rows, err := db.QueryContext(ctx, `SELECT `+deadLetterColumns+` FROM consumer.dead_letters
-		WHERE $1 = '' OR consumer = $1 ORDER BY id`, group)
+		WHERE ($1 = '' OR consumer = $1) AND (discarded_at IS NOT NULL) = $2
+		ORDER BY id LIMIT NULLIF($3, 0)`, f.Group, f.Discarded, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: list dead letters: %w", err)
 	}
 	return postgres.CollectRows(rows, "consumer: list dead letters", scanDeadLetter)
 }
 
+// DiscardDeadLetters marks the named dead letters discarded, with reason,
+// in one transaction, and returns them: they leave the list and every
+// replay, and stay for `list --discarded`. It is all or nothing: when one
+// of ids does not exist or is not waiting (replayed or discarded already),
+// nothing changes (ErrDeadLetterNotFound).
+func DiscardDeadLetters(ctx context.Context, db *sql.DB, ids []int64, reason string) ([]DeadLetter, error) {
+	if len(ids) == 0 || strings.TrimSpace(reason) == "" {
+		return nil, errors.New("consumer: discard dead letters: ids and a reason are required")
+	}
+	var out []DeadLetter
+	err := postgres.InSQLTx(ctx, db, "consumer: discard dead letters", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE consumer.dead_letters SET discarded_at = now(), discard_reason = $2
+			WHERE id = ANY($1) AND `+waiting+` RETURNING `+deadLetterColumns, ids, reason)
+		if err != nil {
+			return fmt.Errorf("consumer: discard dead letters: %w", err)
+		}
+		if out, err = postgres.CollectRows(rows, "consumer: discard dead letters", scanDeadLetter); err != nil {
+			return err
+		}
+		if missing := postgres.Missing(ids, out, func(d DeadLetter) int64 { return d.ID }); len(missing) > 0 {
+			return fmt.Errorf("%w: %s (never existed, or already replayed or discarded)", ErrDeadLetterNotFound, strings.Join(missing, ", "))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b DeadLetter) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
 // ReplayDeadLetters hands the named dead letters, in id order, to their
 // consumers' handlers again and deletes them, in one transaction. It is all
 // or nothing: when one of ids does not exist (a second replay of the same
-// id is that case), is minimal, belongs to a consumer none of replayers is,
-// still cannot be decoded or applied, nothing changes.
+// id is that case) or was discarded, is minimal, belongs to a consumer none
+// of replayers is, still cannot be decoded or applied, nothing changes.
 func ReplayDeadLetters(ctx context.Context, db *gorm.DB, replayers []Replayer, ids []int64) ([]ReplayedDeadLetter, error) {
 	if len(ids) == 0 {
 		return nil, errors.New("consumer: replay dead letters: no ids")
 	}
-	return replay(ctx, db, replayers, `id = ANY($1)`, ids, func(found []DeadLetter) error {
+	return replay(ctx, db, replayers, `id = ANY($1) AND `+waiting, ids, func(found []DeadLetter) error {
 		if missing := postgres.Missing(ids, found, func(d DeadLetter) int64 { return d.ID }); len(missing) > 0 {
-			return fmt.Errorf("%w: %s (never existed, or already replayed)", ErrDeadLetterNotFound, strings.Join(missing, ", "))
+			return fmt.Errorf("%w: %s (never existed, or already replayed or discarded)", ErrDeadLetterNotFound, strings.Join(missing, ", "))
 		}
 		return nil
 	})
 }
 
-// ReplayAllDeadLetters replays, like ReplayDeadLetters, every replayable
-// dead letter of the consumer named group, or with an empty group of every
-// consumer of replayers; minimal ones and other consumers' stay. Run again,
-// it finds nothing to replay.
-func ReplayAllDeadLetters(ctx context.Context, db *gorm.DB, replayers []Replayer, group string) ([]ReplayedDeadLetter, error) {
-	groups := make([]string, 0, len(replayers))
-	for _, r := range replayers {
-		if group == "" || r.Group() == group {
-			groups = append(groups, r.Group())
+// ReplayAllDeadLetters replays every waiting dead letter of the consumer
+// named group (of every consumer when empty), each in a transaction of its
+// own, in id order: one that cannot be replayed (minimal, of a consumer
+// none of replayers is, still failing) is returned in failed with the
+// reason and stays, and the others are replayed all the same. Run again, it
+// finds only those that failed. err is set when group is none of
+// replayers', or the dead letters could not be read.
+func ReplayAllDeadLetters(ctx context.Context, db *gorm.DB, replayers []Replayer, group string) (replayed []ReplayedDeadLetter, failed []FailedReplay, err error) {
+	if group != "" && !slices.ContainsFunc(replayers, func(r Replayer) bool { return r.Group() == group }) {
+		return nil, nil, fmt.Errorf("%w: %q (this process replays %s)", ErrUnknownGroup, group, groupNames(replayers))
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, nil, fmt.Errorf("consumer: replay dead letters: %w", err)
+	}
+	waitingOnes, err := ListDeadLetters(ctx, sqlDB, ListFilter{Group: group})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range waitingOnes {
+		r, err := replay(ctx, db, replayers, `id = $1 AND `+waiting, d.ID, nil)
+		switch {
+		case err != nil:
+			failed = append(failed, FailedReplay{DeadLetterRef: d.DeadLetterRef, Reason: err.Error()})
+		case len(r) == 1: // none: replayed or discarded meanwhile by someone else
+			replayed = append(replayed, r[0])
 		}
 	}
-	if len(groups) == 0 {
-		return nil, fmt.Errorf("%w: %q (this process replays %s)", ErrUnknownGroup, group, groupNames(replayers))
-	}
-	return replay(ctx, db, replayers, `consumer = ANY($1) AND `+replayableDeadLetter, groups, nil)
+	return replayed, failed, nil
 }
 
 // replay hands the dead letters matching where (with its one argument) to
@@ -245,12 +316,18 @@ func scanDeadLetter(rows *sql.Rows) (DeadLetter, error) {
 	var keys, values [][]byte
 	var key, value []byte
 	types := pgtype.NewMap()
+	var discarded sql.NullTime
 	if err := rows.Scan(&d.ID, &d.Group, &d.Topic, &d.Partition, &d.Offset, &key, &value,
 		types.SQLScanner(&keys), types.SQLScanner(&values),
-		&d.Error, &d.Attempts, &d.DeadLetteredAt, &d.RefusedSQLState, &d.Replayable); err != nil {
+		&d.Error, &d.Attempts, &d.DeadLetteredAt, &d.RefusedSQLState, &d.Replayable,
+		&discarded, &d.DiscardReason); err != nil {
 		return DeadLetter{}, err
 	}
 	d.DeadLetteredAt = d.DeadLetteredAt.UTC()
+	if discarded.Valid {
+		at := discarded.Time.UTC()
+		d.DiscardedAt = &at
+	}
 	d.KeyValue = newKeyValue(key, value)
 	d.record = Record{Topic: d.Topic, Partition: d.Partition, Offset: d.Offset, Key: key, Value: value,
 		Headers: make(map[string]string, len(keys))}

@@ -1,11 +1,13 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +28,29 @@ type DeadLetter struct {
 	DeadLetteredAt time.Time       `json:"deadLetteredAt"`
 	Payload        json.RawMessage `json:"payload"`
 	Metadata       json.RawMessage `json:"metadata"`
+	// DiscardedAt and DiscardReason are set on a discarded dead letter
+	// (DiscardDeadLetters): kept for the record, never replayed.
+	DiscardedAt   *time.Time `json:"discardedAt,omitempty"`
+	DiscardReason string     `json:"discardReason,omitempty"`
+}
+
+// ListFilter says which dead letters ListDeadLetters returns.
+type ListFilter struct {
+	// Topic keeps those of one Kafka topic; all topics when empty.
+	Topic string
+	// Limit caps how many, oldest first; no cap when 0.
+	Limit int
+	// Discarded lists the discarded ones instead of those waiting.
+	Discarded bool
+}
+
+// FailedReplay is a dead letter ReplayAllDeadLetters could not replay, and
+// why; it stays where it was.
+type FailedReplay struct {
+	ID        int64  `json:"id"`
+	Topic     string `json:"topic"`
+	MessageID string `json:"messageId"`
+	Reason    string `json:"reason"`
 }
 
 // ReplayedDeadLetter says where a replayed dead letter went: a new row of
@@ -49,7 +74,11 @@ var ErrNotReplayable = errors.New("dead letter cannot be replayed")
 // deadLetterColumns are read by ListDeadLetters and the replays, in the
 // order of scanDeadLetter.
 const deadLetterColumns = `id, topic, COALESCE(message_id, ''), outbox_offset, attempts, error,
-	dead_lettered_at, COALESCE(payload, 'null'), COALESCE(metadata, 'null')`
+	dead_lettered_at, COALESCE(payload, 'null'), COALESCE(metadata, 'null'), discarded_at, COALESCE(discard_reason, '')`
+
+// waiting holds for a dead letter no operator discarded: the ones listed,
+// counted and replayed.
+const waiting = `discarded_at IS NULL`
 
 // replayable holds for a row the relay can send again as it was first
 // meant: an event, its message id and its Kafka key. Anything else would
@@ -57,39 +86,87 @@ const deadLetterColumns = `id, topic, COALESCE(message_id, ''), outbox_offset, a
 const replayable = `payload IS NOT NULL AND COALESCE(message_id, '') <> ''
 	AND COALESCE(metadata->>'partition_key', '') <> ''`
 
-// ListDeadLetters returns the dead letters of topic (all topics when topic
-// is empty), oldest first.
-func ListDeadLetters(ctx context.Context, db *sql.DB, topic string) ([]DeadLetter, error) {
+// ListDeadLetters returns the dead letters f selects, oldest first.
+func ListDeadLetters(ctx context.Context, db *sql.DB, f ListFilter) ([]DeadLetter, error) {
 	rows, err := db.QueryContext(ctx, `SELECT `+deadLetterColumns+` FROM `+DeadLetterTable+`
-		WHERE $1 = '' OR topic = $1 ORDER BY id`, topic)
+		WHERE ($1 = '' OR topic = $1) AND (discarded_at IS NOT NULL) = $2
+		ORDER BY id LIMIT NULLIF($3, 0)`, f.Topic, f.Discarded, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
 	}
 	return postgres.CollectRows(rows, "outbox: list dead letters", func(r *sql.Rows) (DeadLetter, error) { return scanDeadLetter(r) })
 }
 
+// DiscardDeadLetters marks the named dead letters discarded, with reason,
+// in one transaction, and returns them: they leave the list, the counts and
+// every replay, and stay for `list --discarded`. It is all or nothing: when
+// one of ids does not exist or is not waiting (replayed or discarded
+// already), nothing changes (ErrDeadLetterNotFound).
+func DiscardDeadLetters(ctx context.Context, db *sql.DB, ids []int64, reason string) ([]DeadLetter, error) {
+	if len(ids) == 0 || strings.TrimSpace(reason) == "" {
+		return nil, errors.New("outbox: discard dead letters: ids and a reason are required")
+	}
+	var out []DeadLetter
+	err := postgres.InSQLTx(ctx, db, "outbox: discard dead letters", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE `+DeadLetterTable+` SET discarded_at = now(), discard_reason = $2
+			WHERE id = ANY($1) AND `+waiting+` RETURNING `+deadLetterColumns, ids, reason)
+		if err != nil {
+			return fmt.Errorf("outbox: discard dead letters: %w", err)
+		}
+		out, err = postgres.CollectRows(rows, "outbox: discard dead letters", func(r *sql.Rows) (DeadLetter, error) { return scanDeadLetter(r) })
+		if err != nil {
+			return err
+		}
+		if missing := postgres.Missing(ids, out, func(d DeadLetter) int64 { return d.ID }); len(missing) > 0 {
+			return fmt.Errorf("%w: %s (never existed, or already replayed or discarded)", ErrDeadLetterNotFound, strings.Join(missing, ", "))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b DeadLetter) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
 // ReplayDeadLetters puts the named dead letters back into their topics'
 // outbox tables, with their original message id, key and headers, and
 // deletes them, in one transaction. It is all or nothing: when one of ids
-// does not exist (ErrDeadLetterNotFound; a second replay of the same id is
-// that case) or cannot be replayed (ErrNotReplayable), nothing changes.
+// does not exist or was discarded (ErrDeadLetterNotFound; a second replay
+// of the same id is that case) or cannot be replayed (ErrNotReplayable),
+// nothing changes.
 func ReplayDeadLetters(ctx context.Context, db *sql.DB, ids []int64) ([]ReplayedDeadLetter, error) {
 	if len(ids) == 0 {
 		return nil, errors.New("outbox: replay dead letters: no ids")
 	}
-	return replay(ctx, db, `id = ANY($1)`, ids, func(found []DeadLetter) error {
+	return replay(ctx, db, `id = ANY($1) AND `+waiting, ids, func(found []DeadLetter) error {
 		if missing := postgres.Missing(ids, found, func(d DeadLetter) int64 { return d.ID }); len(missing) > 0 {
-			return fmt.Errorf("%w: %s (never existed, or already replayed)", ErrDeadLetterNotFound, strings.Join(missing, ", "))
+			return fmt.Errorf("%w: %s (never existed, or already replayed or discarded)", ErrDeadLetterNotFound, strings.Join(missing, ", "))
 		}
 		return nil
 	})
 }
 
-// ReplayAllDeadLetters replays, like ReplayDeadLetters, every replayable
-// dead letter of topic (all topics when topic is empty) and leaves the
-// others where they are. Run again, it finds nothing to replay.
-func ReplayAllDeadLetters(ctx context.Context, db *sql.DB, topic string) ([]ReplayedDeadLetter, error) {
-	return replay(ctx, db, `($1::text = '' OR topic = $1) AND `+replayable, topic, nil)
+// ReplayAllDeadLetters replays every waiting dead letter of topic (all
+// topics when empty), each in a transaction of its own, in id order: one
+// that cannot be replayed is returned in failed with the reason and stays,
+// and the others are replayed all the same. Run again, it finds only those
+// that failed. err is set only when the dead letters could not be read.
+func ReplayAllDeadLetters(ctx context.Context, db *sql.DB, topic string) (replayed []ReplayedDeadLetter, failed []FailedReplay, err error) {
+	waitingOnes, err := ListDeadLetters(ctx, db, ListFilter{Topic: topic})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range waitingOnes {
+		r, err := replay(ctx, db, `id = $1 AND `+waiting, d.ID, nil)
+		switch {
+		case err != nil:
+			failed = append(failed, FailedReplay{ID: d.ID, Topic: d.Topic, MessageID: d.MessageID, Reason: err.Error()})
+		case len(r) == 1: // none: replayed or discarded meanwhile by someone else
+			replayed = append(replayed, r[0])
+		}
+	}
+	return replayed, failed, nil
 }
 
 // replay moves the dead letters matching where (with its one argument) back
@@ -164,12 +241,17 @@ func replay(ctx context.Context, db *sql.DB, where string, arg any, check func([
 func scanDeadLetter(rows *sql.Rows, extra ...any) (DeadLetter, error) {
 	var d DeadLetter
 	var payload, metadata []byte
+	var discarded sql.NullTime
 	dest := append([]any{&d.ID, &d.Topic, &d.MessageID, &d.OutboxOffset, &d.Attempts, &d.Error,
-		&d.DeadLetteredAt, &payload, &metadata}, extra...)
+		&d.DeadLetteredAt, &payload, &metadata, &discarded, &d.DiscardReason}, extra...)
 	if err := rows.Scan(dest...); err != nil {
 		return DeadLetter{}, err
 	}
 	d.DeadLetteredAt = d.DeadLetteredAt.UTC()
+	if discarded.Valid {
+		at := discarded.Time.UTC()
+		d.DiscardedAt = &at
+	}
 	d.Payload, d.Metadata = payload, metadata
 	return d, nil
 }

@@ -32,7 +32,7 @@ func TestReplayedDeadLetterReachesKafkaWithItsMessageID(t *testing.T) {
 	waitFor(t, "the event to be dead-lettered", func() bool { n, _, dead := b.stats(t); return n == 0 && dead == 1 })
 	stop()
 
-	listed, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, topic)
+	listed, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, outbox.ListFilter{Topic: topic})
 	require.NoError(t, err)
 	require.Len(t, listed, 1)
 	d := listed[0]
@@ -42,7 +42,7 @@ func TestReplayedDeadLetterReachesKafkaWithItsMessageID(t *testing.T) {
 	require.True(t, strings.HasPrefix(d.Error, "too_large: "), d.Error)
 	require.JSONEq(t, string(original.Payload), string(d.Payload))
 	require.Contains(t, string(d.Metadata), `"partition_key":"purchase-7"`)
-	other, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, "another.topic")
+	other, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, outbox.ListFilter{Topic: "another.topic"})
 	require.NoError(t, err)
 	require.Empty(t, other, "--topic filters")
 
@@ -74,8 +74,9 @@ func TestReplayedDeadLetterReachesKafkaWithItsMessageID(t *testing.T) {
 
 // TestReplayIsAllOrNothingAndAllSkipsWhatCannotBeSent names a missing id, a
 // row without a key and good rows: a replay naming a bad one changes
-// nothing, --all replays the good ones in their order and keeps the other,
-// and a second --all finds nothing.
+// nothing, --all replays the good ones in their order and reports and keeps
+// the other, and a second --all finds only that one; discarded, it is
+// replayed by nothing and listed only with --discarded, with its reason.
 func TestReplayIsAllOrNothingAndAllSkipsWhatCannotBeSent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -92,19 +93,50 @@ func TestReplayIsAllOrNothingAndAllSkipsWhatCannotBeSent(t *testing.T) {
 	require.EqualValues(t, 0, backlog, "nothing queued")
 	require.EqualValues(t, 3, dead, "nothing removed")
 
-	replayed, err := outbox.ReplayAllDeadLetters(b.ctx, b.db.SQL, topic)
+	replayed, failed, err := outbox.ReplayAllDeadLetters(b.ctx, b.db.SQL, topic)
 	require.NoError(t, err)
+	require.Len(t, failed, 1)
+	require.Equal(t, keyless, failed[0].ID)
+	require.Equal(t, "m-2", failed[0].MessageID)
+	require.Contains(t, failed[0].Reason, "partition_key")
 	require.Len(t, replayed, 2)
 	require.Equal(t, []int64{first, third}, []int64{replayed[0].ID, replayed[1].ID})
 	require.Less(t, replayed[0].NewOutboxOffset, replayed[1].NewOutboxOffset, "in the order they were dead-lettered")
-	left, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, "")
+	left, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, outbox.ListFilter{})
 	require.NoError(t, err)
 	require.Len(t, left, 1)
 	require.Equal(t, keyless, left[0].ID)
 
-	again, err := outbox.ReplayAllDeadLetters(b.ctx, b.db.SQL, "")
+	again, failed, err := outbox.ReplayAllDeadLetters(b.ctx, b.db.SQL, "")
 	require.NoError(t, err)
 	require.Empty(t, again, "a second --all has nothing to replay")
+	require.Len(t, failed, 1, "but reports the one it cannot")
+
+	_, err = outbox.DiscardDeadLetters(b.ctx, b.db.SQL, []int64{keyless, first}, "no key")
+	require.ErrorIs(t, err, outbox.ErrDeadLetterNotFound, "first was replayed: all or nothing")
+	discarded, err := outbox.DiscardDeadLetters(b.ctx, b.db.SQL, []int64{keyless}, "no key: the event was never meant to go")
+	require.NoError(t, err)
+	require.Len(t, discarded, 1)
+	require.Equal(t, "no key: the event was never meant to go", discarded[0].DiscardReason)
+	require.NotNil(t, discarded[0].DiscardedAt)
+	_, err = outbox.DiscardDeadLetters(b.ctx, b.db.SQL, []int64{keyless}, "again")
+	require.ErrorIs(t, err, outbox.ErrDeadLetterNotFound, "discarded once")
+	_, err = outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{keyless})
+	require.ErrorIs(t, err, outbox.ErrDeadLetterNotFound, "a discarded one is not replayed")
+	again, failed, err = outbox.ReplayAllDeadLetters(b.ctx, b.db.SQL, "")
+	require.NoError(t, err)
+	require.Empty(t, again)
+	require.Empty(t, failed, "--all leaves discarded ones alone")
+	_, _, dead = b.stats(t)
+	require.EqualValues(t, 0, dead, "the gauge counts waiting dead letters only")
+	left, err = outbox.ListDeadLetters(b.ctx, b.db.SQL, outbox.ListFilter{})
+	require.NoError(t, err)
+	require.Empty(t, left)
+	kept, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, outbox.ListFilter{Discarded: true})
+	require.NoError(t, err)
+	require.Len(t, kept, 1)
+	require.Equal(t, keyless, kept[0].ID)
+	require.Equal(t, "no key: the event was never meant to go", kept[0].DiscardReason)
 	var queued []string
 	rows, err := b.db.SQL.Query(`SELECT uuid FROM ` + outbox.TableName(topic) + ` WHERE NOT acked ORDER BY "offset"`)
 	require.NoError(t, err)

@@ -28,6 +28,15 @@ func (r *Relay) openSession(ctx context.Context, conn *sql.Conn) error {
 	if err != nil {
 		return fmt.Errorf("relay session: %w", err)
 	}
+	if r.cfg.ApplicationName != "" {
+		// The session is closed after this term (discard), so the name never
+		// reaches another user of the pool.
+		stmt, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
+		defer cancel()
+		if _, err := conn.ExecContext(stmt, `SELECT set_config('application_name', $1, false)`, r.cfg.ApplicationName); err != nil {
+			return fmt.Errorf("relay session: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -77,7 +77,8 @@ type MetricsConfig struct {
 //     (not yet published);
 //   - pin_outbox_oldest_message_age_seconds: age of the oldest of them, 0
 //     when there is none;
-//   - pin_outbox_dead_letters: rows in the dead-letter table.
+//   - pin_outbox_dead_letters: rows in the dead-letter table no operator
+//     discarded.
 //
 // NewRelay calls it; calling it again with the same registry is a no-op.
 func RegisterMetrics(db *sql.DB, reg prometheus.Registerer, cfg MetricsConfig) error {
@@ -99,7 +100,7 @@ var (
 	oldestDesc = prometheus.NewDesc("pin_outbox_oldest_message_age_seconds",
 		"Age of the oldest outbox message not yet forwarded to Kafka; 0 when none.", []string{"topic"}, nil)
 	deadLettersDesc = prometheus.NewDesc("pin_outbox_dead_letters",
-		"Outbox messages in the dead-letter table (gave up after bounded retries).", []string{"topic"}, nil)
+		"Outbox messages in the dead-letter table (gave up after bounded retries), not counting those an operator discarded.", []string{"topic"}, nil)
 )
 
 // backlogCollector queries the outbox at scrape time. Its descriptors are
@@ -133,7 +134,7 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 
 // Stats returns, for the outbox of topic, the number of committed messages
 // not yet acknowledged, the age of the oldest of them, and the number of
-// dead letters.
+// dead letters waiting (not discarded).
 func Stats(ctx context.Context, db *sql.DB, topic string) (backlog int64, oldest time.Duration, deadLetters int64, err error) {
 	if err := checkTopic(topic); err != nil {
 		return 0, 0, 0, err
@@ -146,7 +147,7 @@ func Stats(ctx context.Context, db *sql.DB, topic string) (backlog int64, oldest
 		return 0, 0, 0, err
 	}
 	err = db.QueryRowContext(ctx,
-		`SELECT count(*) FROM `+DeadLetterTable+` WHERE topic = $1`, topic).Scan(&deadLetters)
+		`SELECT count(*) FROM `+DeadLetterTable+` WHERE topic = $1 AND `+waiting, topic).Scan(&deadLetters)
 	if err != nil {
 		return 0, 0, 0, err
 	}

@@ -59,6 +59,9 @@ type RelayConfig struct {
 	// kafka.ProducerConfig("pin-outbox-relay")). A Producer.MaxMessageBytes
 	// below kafka.MaxRecordBytes dead-letters the events between the two.
 	Sarama *sarama.Config
+	// ApplicationName, when set, is the application_name of the relay's
+	// lock sessions, so pg_stat_activity names the leader's instance.
+	ApplicationName string
 }
 
 // DefaultPollInterval is RelayConfig.PollInterval when not set, and

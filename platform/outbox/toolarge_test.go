@@ -166,7 +166,7 @@ func TestBrokerRefusalDeadLettersTheRecordNotItsBatchMates(t *testing.T) {
 		require.True(t, got[m.UUID], "small event %s arrived", m.UUID)
 	}
 	require.False(t, got[big.UUID])
-	listed, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, topic)
+	listed, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, outbox.ListFilter{Topic: topic})
 	require.NoError(t, err)
 	require.Len(t, listed, 1, "only the big one")
 	require.Equal(t, big.UUID, listed[0].MessageID)

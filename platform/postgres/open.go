@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,26 @@ type PoolConfig struct {
 	// TracerProvider receives a span per statement (without its parameter
 	// values) run under a recording span; the global provider when nil.
 	TracerProvider trace.TracerProvider
+	// ApplicationName is every session's application_name (see
+	// ApplicationName), unless the URL sets one; the server's default when
+	// empty.
+	ApplicationName string
+}
+
+// ApplicationName names a session in pg_stat_activity as
+// pin/<hostname>-<pid>/<role>, so an operator sees which instance, and
+// which of its parts, holds a lock (docs/runbooks/outbox-backlog.md).
+// PostgreSQL keeps 63 bytes of it: a long hostname is cut, the role kept.
+func ApplicationName(role string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	instance := fmt.Sprintf("%s-%d", host, os.Getpid())
+	if room := 63 - len("pin//") - len(role); len(instance) > room {
+		instance = instance[len(instance)-max(room, 0):]
+	}
+	return "pin/" + instance + "/" + role
 }
 
 // API request budget (docs/adr/0005-hostile-input.md): the API's sessions
@@ -149,6 +170,9 @@ func withSessionParams(dsn string, cfg PoolConfig) (string, error) {
 	}
 	if cfg.LockTimeout > 0 {
 		params["lock_timeout"] = strconv.FormatInt(cfg.LockTimeout.Milliseconds(), 10)
+	}
+	if cfg.ApplicationName != "" && !strings.Contains(strings.ToLower(dsn), "application_name=") {
+		params["application_name"] = cfg.ApplicationName
 	}
 	if len(params) == 0 {
 		return dsn, nil

@@ -1,6 +1,9 @@
 package postgres
 
 import (
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,4 +33,24 @@ func TestRedact(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "postgres://u:xxxxx@h/db", Redact("postgres://u:secret@h/db"))
 	require.Equal(t, "postgres://u@h/db", Redact("postgres://u@h/db"))
+}
+
+// TestApplicationNameNamesInstanceAndRole: pin/<hostname>-<pid>/<role>,
+// at most the 63 bytes PostgreSQL keeps, the role kept whole; a URL that
+// names its own application_name keeps it.
+func TestApplicationNameNamesInstanceAndRole(t *testing.T) {
+	t.Parallel()
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	name := ApplicationName("relay")
+	require.Equal(t, fmt.Sprintf("pin/%s-%d/relay", host, os.Getpid())[max(0, len(name)-63):], name)
+	require.LessOrEqual(t, len(ApplicationName(strings.Repeat("r", 40))), 63)
+	require.True(t, strings.HasSuffix(ApplicationName(strings.Repeat("r", 40)), "/"+strings.Repeat("r", 40)))
+
+	got, err := withSessionParams("postgres://u@h/db", PoolConfig{ApplicationName: "pin/h-1/api"})
+	require.NoError(t, err)
+	require.Equal(t, "postgres://u@h/db?application_name=pin%2Fh-1%2Fapi&timezone=UTC", got)
+	got, err = withSessionParams("postgres://u@h/db?application_name=mine", PoolConfig{ApplicationName: "pin/h-1/api"})
+	require.NoError(t, err)
+	require.Equal(t, "postgres://u@h/db?application_name=mine&timezone=UTC", got)
 }

@@ -26,8 +26,8 @@ const (
 	runbookDir = ".."
 )
 
-// pinBin is the pin binary built from this tree: $PIN in a runbook, and
-// `pin` on the PATH of its shell blocks.
+// pinBin is the pin binary built from this tree: `pin` on the PATH of the
+// shell blocks, as in the shell `pin dev`'s export lines make.
 var pinBin string
 
 func TestMain(m *testing.M) {
@@ -153,8 +153,8 @@ func runBlock(t *testing.T, b Block) {
 	}
 }
 
-// runShell runs script with bash -euo pipefail, pin on the PATH (and in
-// $PIN), PIN_DATABASE_URL, and BASE, BROKER, PIN_KAFKA_BROKERS where the
+// runShell runs script with bash -euo pipefail, pin on the PATH,
+// PIN_DATABASE_URL, and BASE, BROKER, PIN_KAFKA_BROKERS where the
 // state has an instance or a broker. It returns stdout.
 func runShell(t *testing.T, w *world, b Block, script string) string {
 	t.Helper()
@@ -165,7 +165,6 @@ func runShell(t *testing.T, w *world, b Block, script string) string {
 	cmd.Env = []string{
 		"PATH=" + filepath.Dir(pinBin) + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"HOME=" + os.Getenv("HOME"),
-		"PIN=" + pinBin,
 		"PIN_DATABASE_URL=" + w.db.URL,
 	}
 	for k, v := range w.env {

@@ -17,9 +17,10 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 )
 
-// update rewrites the golden files and the embedded schema copy:
+// update rewrites the golden files, the embedded schema copy and the
+// AsyncAPI examples (TestUpdateRewritesGeneratedFiles):
 // go test ./modules/promotion/contract -update
-var update = flag.Bool("update", false, "rewrite golden files and the embedded copy of the JSON Schema")
+var update = flag.Bool("update", false, "rewrite the golden files, the embedded copy of the JSON Schema and the AsyncAPI examples")
 
 // Paths of the canonical contract documents, relative to this package.
 const (

@@ -1,0 +1,81 @@
+package main_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+// readmeWalk returns the shell blocks of the README's section "A first
+// purchase, step by step", in order.
+func readmeWalk(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(raw), "\n## A first purchase, step by step\n")
+	require.True(t, ok, "the README's walk")
+	section, _, _ = strings.Cut(section, "\n## ")
+	var blocks []string
+	for {
+		var block string
+		if _, section, ok = strings.Cut(section, "```sh\n"); !ok {
+			break
+		}
+		block, section, _ = strings.Cut(section, "```")
+		blocks = append(blocks, block)
+	}
+	require.GreaterOrEqual(t, len(blocks), 2, "the walk and the cancellation")
+	return blocks
+}
+
+// withoutKcat drops the kcat commands (and their continuation lines) from
+// script, for a machine without kcat: the rest must still run.
+func withoutKcat(script string) string {
+	var out []string
+	continued := false
+	for _, line := range strings.Split(script, "\n") {
+		skip := continued || strings.HasPrefix(line, "kcat ")
+		continued = skip && strings.HasSuffix(line, `\`)
+		if !skip {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestReadmeWalkPastesIntoThePinDevShell pastes, as a reader does, the
+// `export` lines `pin dev` prints and then every shell block of the
+// README's walk into one bash (-euo pipefail) that knows nothing else: each
+// command runs as written, under the names the banner exports (the same as
+// the runbooks'), the purchase expires, the second one is cancelled (not a
+// 400), and `pin status` names the relay's leader.
+func TestReadmeWalkPastesIntoThePinDevShell(t *testing.T) {
+	t.Parallel()
+	testbed.Tool(t, "jq", "Debian: apt-get install -y jq")
+	db := testbed.NewDatabase(t)
+	s, _ := startDevWithBroker(t, db)
+	var exports []string
+	for _, line := range strings.Split(s.out.String(), "\n") {
+		if strings.HasPrefix(line, "  export ") {
+			exports = append(exports, strings.TrimSpace(line))
+		}
+	}
+	require.Len(t, exports, 5, "the banner's export lines:\n%s", s.out.String())
+	script := strings.Join(exports, "\n") + "\n" + strings.Join(readmeWalk(t), "\n")
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Log("kcat not found: its commands are left out")
+		script = withoutKcat(script)
+	}
+	cmd := exec.CommandContext(t.Context(), "bash", "-euo", "pipefail", "-c", script)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the README's walk, pasted:\n%s\n%s", script, out)
+	for _, says := range []string{`"expired":1`, `"Expired"`, `"Cancelled"`, "relay leader: pin/"} {
+		require.Contains(t, string(out), says, "the walk's output:\n%s", out)
+	}
+}

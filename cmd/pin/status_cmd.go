@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pinmarket/pin/modules/boost"
+	"github.com/pinmarket/pin/modules/promotion"
+	"github.com/pinmarket/pin/platform/config"
+	"github.com/pinmarket/pin/platform/consumer"
+	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/outbox"
+)
+
+// moduleStatus is what `pin status --json` prints: the module's state on one
+// screen (docs/adr/0017-operators-never-stuck.md).
+type moduleStatus struct {
+	AsOf      time.Time              `json:"asOf"`
+	Expiry    promotion.ExpiryStatus `json:"expiry"`
+	Outbox    []outbox.TopicStatus   `json:"outbox"`
+	Consumers []consumerStatus       `json:"consumers"`
+}
+
+// consumerStatus is a consumer's state: the database's, and its lag, which
+// only the broker knows.
+type consumerStatus struct {
+	consumer.GroupStatus
+	// Lag is the records of the module's topics the group has not
+	// committed; null when the broker was not asked or did not answer.
+	Lag *int64 `json:"lag"`
+	// LagUnknown says why Lag is null.
+	LagUnknown string `json:"lagUnknown,omitempty"`
+}
+
+// status runs `pin status [--json]`. It needs only PIN_DATABASE_URL; with
+// PIN_KAFKA_BROKERS it also asks the broker for the consumers' lag.
+func status(ctx context.Context, args, environ []string, stdout io.Writer) error {
+	fs := newFlags("status")
+	asJSON := fs.Bool("json", false, "print one JSON object (for scripts) instead of the text")
+	if err := parseFlags(fs, "status [--json]", args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("status: unexpected argument %q", fs.Arg(0))}
+	}
+	cfg, err := config.Load(environ, 0)
+	if err != nil {
+		return err
+	}
+	db, err := openDatabase(ctx, environ)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	s, err := readStatus(ctx, db, cfg)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(s)
+	}
+	return printStatus(stdout, s)
+}
+
+// readStatus gathers each part from its owner: the module, the outbox, the
+// consumer kit and, when it is configured, the broker.
+func readStatus(ctx context.Context, db *sql.DB, cfg config.Config) (moduleStatus, error) {
+	s := moduleStatus{AsOf: time.Now().UTC(), Outbox: []outbox.TopicStatus{}, Consumers: []consumerStatus{}}
+	var err error
+	if s.Expiry, err = promotion.ReadExpiryStatus(ctx, db); err != nil {
+		return s, err
+	}
+	topics := promotion.Topics()
+	for _, topic := range topics {
+		t, err := outbox.ReadStatus(ctx, db, topic)
+		if err != nil {
+			return s, err
+		}
+		s.Outbox = append(s.Outbox, t)
+	}
+	groups, err := consumer.ReadStatus(ctx, db, []string{boost.Name})
+	if err != nil {
+		return s, err
+	}
+	for _, g := range groups {
+		c := consumerStatus{GroupStatus: g}
+		if len(cfg.KafkaBrokers) == 0 {
+			c.LagUnknown = "PIN_KAFKA_BROKERS is not set"
+		} else {
+			var lag int64
+			for _, topic := range topics {
+				n, err := kafka.GroupLag(cfg.KafkaBrokers, kafkaSecurity(cfg), g.Group, topic)
+				if err != nil {
+					c.LagUnknown = err.Error()
+					break
+				}
+				lag += n
+			}
+			if c.LagUnknown == "" {
+				c.Lag = &lag
+			}
+		}
+		s.Consumers = append(s.Consumers, c)
+	}
+	return s, nil
+}
+
+// printStatus writes s for a person: one line a fact, problems first in
+// each line's wording.
+func printStatus(w io.Writer, s moduleStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	at := func(t time.Time) string { return t.Format(time.RFC3339) }
+	e := s.Expiry
+	due := "none due"
+	if e.OldestDueEndsAt != nil {
+		due = "oldest due since " + at(*e.OldestDueEndsAt)
+	}
+	fmt.Fprintf(tw, "expiry\tbacklog %d (%s), poison %d\n", e.Backlog, due, e.Poison)
+	if c := e.LastCycle; c == nil {
+		fmt.Fprintf(tw, "\tlast cycle: none recorded\n")
+	} else {
+		outcome := "completed"
+		if c.Error != "" {
+			outcome = "FAILED: " + c.Error
+		}
+		fmt.Fprintf(tw, "\tlast cycle %s (%s ago) by %s: %s; expired %d, skipped locked %d, failed %d, %d ms\n",
+			at(c.FinishedAt), s.AsOf.Sub(c.FinishedAt).Round(time.Second), c.Instance, outcome,
+			c.Cycle.Expired, c.Cycle.SkippedLocked, c.Cycle.Failed, c.Cycle.Duration.Milliseconds())
+	}
+	for _, t := range s.Outbox {
+		fmt.Fprintf(tw, "outbox\t%s: backlog %d, dead letters %d (discarded %d)\n", t.Topic, t.Backlog, t.DeadLetters, t.DiscardedDeadLetters)
+		if o := t.Oldest; o != nil {
+			fmt.Fprintf(tw, "\toldest unsent: offset %d, messageId %s, created %s (%.1f s ago)\n", o.Offset, o.MessageID, at(o.CreatedAt), o.AgeSeconds)
+		}
+		if l := t.Leader; l == nil {
+			fmt.Fprintf(tw, "\trelay leader: NONE (no pin serve holds the lock; nothing is sent)\n")
+		} else {
+			fmt.Fprintf(tw, "\trelay leader: %s (pid %d, %s, session since %s)\n", l.ApplicationName, l.PID, l.ClientAddr, at(l.BackendStart))
+		}
+	}
+	for _, c := range s.Consumers {
+		lag := "lag unknown: " + c.LagUnknown
+		if c.Lag != nil {
+			lag = fmt.Sprintf("lag %d", *c.Lag)
+		}
+		last := "never"
+		if c.LastReceivedAt != nil {
+			last = at(*c.LastReceivedAt)
+		}
+		fmt.Fprintf(tw, "consumer\t%s: dead letters %d (discarded %d), %s, last new message %s\n",
+			c.Group, c.DeadLetters, c.DiscardedDeadLetters, strings.TrimSpace(lag), last)
+	}
+	return tw.Flush()
+}
