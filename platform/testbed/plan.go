@@ -1,0 +1,227 @@
+package testbed
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PlanSizes are the purchases a plan guard's tables hold (10k, 100k, 1M),
+// the largest left out under -short.
+func PlanSizes() []int {
+	if testing.Short() {
+		return []int{10_000, 100_000}
+	}
+	return []int{10_000, 100_000, 1_000_000}
+}
+
+// SizeName is n as a plan guard's subtest names it: 10k, 1M.
+func SizeName(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return strconv.Itoa(n/1_000_000) + "M"
+	case n >= 1_000 && n%1_000 == 0:
+		return strconv.Itoa(n/1_000) + "k"
+	}
+	return strconv.Itoa(n)
+}
+
+// Plan is one plan of EXPLAIN (FORMAT JSON), as a plan guard reads it.
+type Plan struct {
+	// Generic is set for the plan a prepared statement runs without its
+	// parameters' values (plan_cache_mode = force_generic_plan).
+	Generic bool
+	// Cost is the plan's total estimated cost.
+	Cost float64
+	// JIT is set when PostgreSQL would compile the plan's expressions
+	// (jit on and Cost above jit_above_cost).
+	JIT bool
+	// Scans are the plan's scans of tables and indexes, depth first.
+	Scans []PlanScan
+	// JSON is the plan as PostgreSQL printed it, for a failure's message.
+	JSON string
+}
+
+// PlanScan is one scan node of a plan.
+type PlanScan struct {
+	Node     string // Seq Scan, Index Scan, Index Only Scan, Bitmap Index Scan…
+	Relation string // the table (empty for a bitmap index scan)
+	Index    string // the index, if any
+}
+
+// UsesIndex reports whether some scan of the plan reads index.
+func (p Plan) UsesIndex(index string) bool {
+	for _, s := range p.Scans {
+		if s.Index == index {
+			return true
+		}
+	}
+	return false
+}
+
+// ScansIndexInOrder reports whether some Index Scan or Index Only Scan of
+// the plan reads index: in the index's order, stopping at a LIMIT, where a
+// bitmap scan reads every match and sorts them.
+func (p Plan) ScansIndexInOrder(index string) bool {
+	for _, s := range p.Scans {
+		if s.Index == index && (s.Node == "Index Scan" || s.Node == "Index Only Scan") {
+			return true
+		}
+	}
+	return false
+}
+
+// SeqScans are the tables the plan reads whole.
+func (p Plan) SeqScans() []string {
+	var out []string
+	for _, s := range p.Scans {
+		if s.Node == "Seq Scan" {
+			out = append(out, s.Relation)
+		}
+	}
+	return out
+}
+
+// String is the plan's kind, cost, JIT and scans, on one line; JSON has
+// the rest.
+func (p Plan) String() string {
+	kind := "custom"
+	if p.Generic {
+		kind = "generic"
+	}
+	scans := make([]string, len(p.Scans))
+	for i, s := range p.Scans {
+		scans[i] = s.Node
+		if s.Index != "" {
+			scans[i] += " " + s.Index
+		}
+		if s.Relation != "" {
+			scans[i] += " on " + s.Relation
+		}
+	}
+	return fmt.Sprintf("%s plan, cost %.0f, JIT %t; %s", kind, p.Cost, p.JIT, strings.Join(scans, ", "))
+}
+
+// Explain returns the two plans PostgreSQL can make for query on a session
+// of pool, with that session's settings (jit, jit_above_cost): the custom
+// plan for args, and the generic plan a prepared statement switches to, or
+// runs from the start under plan_cache_mode = force_generic_plan. Nothing
+// is run: EXPLAIN without ANALYZE, in a transaction rolled back.
+func Explain(tb testing.TB, pool *sql.DB, query string, args ...any) (custom, generic Plan) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pool.Conn(ctx)
+	if err != nil {
+		tb.Fatalf("testbed: explain: %v", err)
+	}
+	defer func() { _ = conn.Close() }()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		tb.Fatalf("testbed: explain: %v", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+
+	var out string
+	if err := tx.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&out); err != nil {
+		tb.Fatalf("testbed: explain: %v\n%s", err, query)
+	}
+	custom = parsePlan(tb, out)
+
+	// The generic plan does not depend on the values, so EXECUTE passes
+	// NULLs. Sent as simple queries: the $n are PREPARE's own.
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", paramCount(query)), ", ")
+	for _, q := range []string{
+		`SET LOCAL plan_cache_mode = force_generic_plan`,
+		`PREPARE plan_guard AS ` + query,
+	} {
+		if _, err := tx.ExecContext(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			tb.Fatalf("testbed: explain: %v\n%s", err, q)
+		}
+	}
+	// PREPARE outlives the rollback; the session goes back to the pool.
+	defer func() {
+		_, _ = conn.ExecContext(context.Background(), `DEALLOCATE plan_guard`, pgx.QueryExecModeSimpleProtocol)
+	}()
+	if err := tx.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) EXECUTE plan_guard("+nulls+")",
+		pgx.QueryExecModeSimpleProtocol).Scan(&out); err != nil {
+		tb.Fatalf("testbed: explain generic: %v\n%s", err, query)
+	}
+	generic = parsePlan(tb, out)
+	generic.Generic = true
+	return custom, generic
+}
+
+var paramRef = regexp.MustCompile(`\$([0-9]+)`)
+
+// paramCount is the highest $n of query.
+func paramCount(query string) int {
+	n := 0
+	for _, m := range paramRef.FindAllStringSubmatch(query, -1) {
+		i, _ := strconv.Atoi(m[1])
+		n = max(n, i)
+	}
+	return n
+}
+
+// planNode is a node of EXPLAIN (FORMAT JSON), with what Plan reads.
+type planNode struct {
+	NodeType  string     `json:"Node Type"`
+	Relation  string     `json:"Relation Name"`
+	IndexName string     `json:"Index Name"`
+	TotalCost float64    `json:"Total Cost"`
+	Plans     []planNode `json:"Plans"`
+}
+
+func parsePlan(tb testing.TB, out string) Plan {
+	tb.Helper()
+	var root []struct {
+		Plan planNode
+		JIT  *json.RawMessage `json:"JIT"`
+	}
+	if err := json.Unmarshal([]byte(out), &root); err != nil || len(root) != 1 {
+		tb.Fatalf("testbed: explain: not one plan (%v):\n%s", err, out)
+	}
+	p := Plan{Cost: root[0].Plan.TotalCost, JIT: root[0].JIT != nil, JSON: out}
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		if strings.Contains(n.NodeType, "Scan") && (n.Relation != "" || n.IndexName != "") {
+			p.Scans = append(p.Scans, PlanScan{Node: n.NodeType, Relation: n.Relation, Index: n.IndexName})
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(root[0].Plan)
+	return p
+}
+
+// Analyze runs ANALYZE on tables, as autovacuum (or an operator after a
+// restore) would.
+func Analyze(tb testing.TB, pool *sql.DB, tables ...string) {
+	tb.Helper()
+	if _, err := pool.ExecContext(context.Background(), `ANALYZE `+strings.Join(tables, ", ")); err != nil {
+		tb.Fatalf("testbed: analyze: %v", err)
+	}
+}
+
+// ClearStatistics removes the column statistics ANALYZE gathered for
+// tables, leaving their size in pg_class: the state a table is in after a
+// pg_upgrade before PostgreSQL 18, or a restore before its first ANALYZE.
+// It needs a superuser, as the test server's postgres is.
+func ClearStatistics(tb testing.TB, pool *sql.DB, tables ...string) {
+	tb.Helper()
+	for _, t := range tables {
+		if _, err := pool.ExecContext(context.Background(), `DELETE FROM pg_statistic WHERE starelid = $1::regclass`, t); err != nil {
+			tb.Fatalf("testbed: clear statistics of %s: %v", t, err)
+		}
+	}
+}
