@@ -147,13 +147,13 @@ func Explain(tb testing.TB, pool *sql.DB, query string, args ...any) (custom, ge
 			tb.Fatalf("testbed: explain: %v\n%s", err, q)
 		}
 	}
-	// PREPARE outlives the rollback; the session goes back to the pool.
-	defer func() {
-		_, _ = conn.ExecContext(context.Background(), `DEALLOCATE plan_guard`, pgx.QueryExecModeSimpleProtocol)
-	}()
 	if err := tx.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) EXECUTE plan_guard("+nulls+")",
 		pgx.QueryExecModeSimpleProtocol).Scan(&out); err != nil {
 		tb.Fatalf("testbed: explain generic: %v\n%s", err, query)
+	}
+	// PREPARE outlives the rollback, and the session goes back to the pool.
+	if _, err := tx.ExecContext(ctx, `DEALLOCATE plan_guard`, pgx.QueryExecModeSimpleProtocol); err != nil {
+		tb.Fatalf("testbed: explain: %v", err)
 	}
 	generic = parsePlan(tb, out)
 	generic.Generic = true
