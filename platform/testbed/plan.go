@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,12 +111,21 @@ func (p Plan) String() string {
 	return fmt.Sprintf("%s plan, cost %.0f, JIT %t; %s", kind, p.Cost, p.JIT, strings.Join(scans, ", "))
 }
 
-// Explain returns the two plans PostgreSQL can make for query on a session
-// of pool, with that session's settings (jit, jit_above_cost): the custom
-// plan for args, and the generic plan a prepared statement switches to, or
-// runs from the start under plan_cache_mode = force_generic_plan. Nothing
-// is run: EXPLAIN without ANALYZE, in a transaction rolled back.
-func Explain(tb testing.TB, pool *sql.DB, query string, args ...any) (custom, generic Plan) {
+// Statement is a statement as the code sends it, for Explain.
+type Statement struct {
+	// Setup are statements the code runs before it in the same transaction
+	// (SET LOCAL, set_config), run before the EXPLAIN too.
+	Setup []string
+	Query string
+	Args  []any
+}
+
+// Explain returns the two plans PostgreSQL can make for s on a session of
+// pool, with that session's settings (jit, jit_above_cost): the custom plan
+// for its arguments, and the generic plan a prepared statement switches to,
+// or runs from the start under plan_cache_mode = force_generic_plan.
+// Nothing is run: EXPLAIN without ANALYZE, in a transaction rolled back.
+func Explain(tb testing.TB, pool *sql.DB, s Statement) (custom, generic Plan) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -129,36 +139,50 @@ func Explain(tb testing.TB, pool *sql.DB, query string, args ...any) (custom, ge
 		tb.Fatalf("testbed: explain: %v", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	for _, q := range s.Setup {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			tb.Fatalf("testbed: explain: %v\n%s", err, q)
+		}
+	}
+	query := s.Query
 
 	var out string
-	if err := tx.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&out); err != nil {
+	if err := tx.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) "+query, s.Args...).Scan(&out); err != nil {
 		tb.Fatalf("testbed: explain: %v\n%s", err, query)
 	}
 	custom = parsePlan(tb, out)
 
 	// The generic plan does not depend on the values, so EXECUTE passes
 	// NULLs. Sent as simple queries: the $n are PREPARE's own.
-	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", paramCount(query)), ", ")
+	name := fmt.Sprintf("plan_guard_%d", planGuardSeq.Add(1))
+	execute := "EXECUTE " + name
+	if n := paramCount(query); n > 0 {
+		execute += "(" + strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ") + ")"
+	}
 	for _, q := range []string{
 		`SET LOCAL plan_cache_mode = force_generic_plan`,
-		`PREPARE plan_guard AS ` + query,
+		`PREPARE ` + name + ` AS ` + query,
 	} {
 		if _, err := tx.ExecContext(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
 			tb.Fatalf("testbed: explain: %v\n%s", err, q)
 		}
 	}
-	if err := tx.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) EXECUTE plan_guard("+nulls+")",
+	if err := tx.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) "+execute,
 		pgx.QueryExecModeSimpleProtocol).Scan(&out); err != nil {
 		tb.Fatalf("testbed: explain generic: %v\n%s", err, query)
 	}
 	// PREPARE outlives the rollback, and the session goes back to the pool.
-	if _, err := tx.ExecContext(ctx, `DEALLOCATE plan_guard`, pgx.QueryExecModeSimpleProtocol); err != nil {
+	if _, err := tx.ExecContext(ctx, `DEALLOCATE `+name, pgx.QueryExecModeSimpleProtocol); err != nil {
 		tb.Fatalf("testbed: explain: %v", err)
 	}
 	generic = parsePlan(tb, out)
 	generic.Generic = true
 	return custom, generic
 }
+
+// planGuardSeq names each Explain's prepared statement: one a failed
+// Explain left on a pooled session cannot collide with the next.
+var planGuardSeq atomic.Int64
 
 var paramRef = regexp.MustCompile(`\$([0-9]+)`)
 

@@ -42,7 +42,7 @@ func TestHotStatementsPlanWithoutJIT(t *testing.T) {
 				}
 				t.Run("stats="+stats, func(t *testing.T) {
 					for _, s := range statements {
-						custom, generic := testbed.Explain(t, db.SQL, s.query, s.args...)
+						custom, generic := testbed.Explain(t, db.SQL, s.Statement)
 						plans := []testbed.Plan{custom, generic}
 						if s.genericOnly {
 							plans = plans[1:]
@@ -71,9 +71,8 @@ func TestHotStatementsPlanWithoutJIT(t *testing.T) {
 // hotStatement is one statement the code sent, with its parameters and the
 // index its plan must read in order (an Index Scan, not a bitmap), if any.
 type hotStatement struct {
+	testbed.Statement
 	name  string
-	query string
-	args  []any
 	index string
 	// genericOnly: the code runs it under plan_cache_mode =
 	// force_generic_plan (expireBatch), so its custom plan never runs.
@@ -102,7 +101,7 @@ func hotStatements(tb testing.TB, db *testbed.Database, pkgID uuid.UUID, asOf ti
 			return errRolledBack
 		})
 		require.ErrorIs(tb, err, errRolledBack)
-		require.NotEmpty(tb, rec.last.query, name)
+		require.NotEmpty(tb, rec.last.Query, name)
 		rec.last.name, rec.last.index = name, index
 		rec.last.genericOnly = strings.HasPrefix(name, "expiry ")
 		out = append(out, rec.last)
@@ -143,18 +142,26 @@ func hotStatements(tb testing.TB, db *testbed.Database, pkgID uuid.UUID, asOf ti
 var errRolledBack = errors.New("rolled back")
 
 // recordingExecutor runs statements on a transaction and keeps the last
-// one's text and parameters.
+// one's text and parameters, with the statements before it as its setup.
 type recordingExecutor struct {
 	watermillsql.ContextExecutor
 	last hotStatement
 }
 
+func (r *recordingExecutor) record(query string, args []any) {
+	setup := r.last.Setup
+	if r.last.Query != "" && len(r.last.Args) == 0 {
+		setup = append(setup, r.last.Query)
+	}
+	r.last = hotStatement{Statement: testbed.Statement{Setup: setup, Query: query, Args: args}}
+}
+
 func (r *recordingExecutor) ExecContext(ctx context.Context, query string, args ...any) (watermillsql.Result, error) {
-	r.last = hotStatement{query: query, args: args}
+	r.record(query, args)
 	return r.ContextExecutor.ExecContext(ctx, query, args...)
 }
 
 func (r *recordingExecutor) QueryContext(ctx context.Context, query string, args ...any) (watermillsql.Rows, error) {
-	r.last = hotStatement{query: query, args: args}
+	r.record(query, args)
 	return r.ContextExecutor.QueryContext(ctx, query, args...)
 }
