@@ -46,8 +46,9 @@ func NewSnapshotRepository(db *sql.DB, publisher *outbox.Publisher, publications
 	return &SnapshotRepository{db: db, outbox: publisher, events: events}, nil
 }
 
-// SnapshotBatch implements app.SnapshotStore: three round trips and the
-// commit (BEGIN, the locking selection, the outbox insert per publication).
+// SnapshotBatch implements app.SnapshotStore: four round trips and the
+// commit (BEGIN, the plan settings, the locking selection, the outbox insert
+// per publication).
 func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBatch) (app.SnapshotBatchResult, error) {
 	if b.Limit <= 0 || b.SnapshotID == uuid.Nil {
 		return app.SnapshotBatchResult{}, errors.New("snapshot batch: a positive limit and a snapshot id are required")
@@ -104,10 +105,19 @@ func (r *SnapshotRepository) snapshotMessages(ctx context.Context, m purchaseMod
 	return msgs, nil
 }
 
+// snapshotPlanSettings make the transaction's selection walk the primary
+// key in order, whatever the statistics (ADR 0013): on tables never
+// analyzed the planner reads every matching purchase by a bitmap and sorts
+// them, on every batch. A sort or a bitmap is never the right plan there.
+const snapshotPlanSettings = `SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)`
+
 // selectSnapshotBatch runs snapshotSelectBatchQuery
-// (sql/snapshot_select_batch.sql) and returns the rows locked, in id
-// order, with their targets.
+// (sql/snapshot_select_batch.sql) under snapshotPlanSettings and returns the
+// rows locked, in id order, with their targets.
 func selectSnapshotBatch(ctx context.Context, tx postgres.Tx, b app.SnapshotBatch) ([]purchaseModel, map[uuid.UUID][]targetModel, error) {
+	if _, err := tx.Exec.ExecContext(ctx, snapshotPlanSettings); err != nil {
+		return nil, nil, fmt.Errorf("select snapshot batch: plan settings: %w", err)
+	}
 	var tenant uuid.NullUUID
 	if b.Filter.TenantID != uuid.Nil {
 		tenant = uuid.NullUUID{UUID: b.Filter.TenantID, Valid: true}
