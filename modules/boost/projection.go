@@ -143,7 +143,7 @@ func addContributions(tx *gorm.DB, rows []contribution) error {
 const removeContributionsQuery = `
 		WITH removed AS (
 			DELETE FROM boost.purchase_targets
-			WHERE purchase_id IN (SELECT value::uuid FROM jsonb_array_elements_text(?::jsonb))
+			WHERE purchase_id = ANY (ARRAY(SELECT value::uuid FROM jsonb_array_elements_text(?::jsonb)))
 			RETURNING target_kind, target_id, boost_weight),
 		per_target AS (
 			SELECT target_kind, target_id, sum(boost_weight) AS weight, count(*) AS purchases
