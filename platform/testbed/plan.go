@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -246,6 +247,39 @@ func ClearStatistics(tb testing.TB, pool *sql.DB, tables ...string) {
 	for _, t := range tables {
 		if _, err := pool.ExecContext(context.Background(), `DELETE FROM pg_statistic WHERE starelid = $1::regclass`, t); err != nil {
 			tb.Fatalf("testbed: clear statistics of %s: %v", t, err)
+		}
+	}
+}
+
+// PlanWant is what a plan guard requires of a hot statement's plan besides
+// no JIT.
+type PlanWant struct {
+	// Index must be read by some scan of the plan (any, when empty).
+	Index string
+	// InOrder: Index must be read by an Index Scan or Index Only Scan, in
+	// its order, not by a bitmap that reads every match.
+	InOrder bool
+	// NoSeqScan are tables the plan must not read whole; nil: none may be.
+	NoSeqScan []string
+}
+
+// CheckPlan fails tb (without stopping it) for each way p falls short of
+// no JIT and want, naming the statement name.
+func CheckPlan(tb testing.TB, name string, p Plan, want PlanWant) {
+	tb.Helper()
+	if p.JIT {
+		tb.Errorf("%s: JIT compiles it: %s", name, p)
+	}
+	switch {
+	case want.Index == "":
+	case want.InOrder && !p.ScansIndexInOrder(want.Index):
+		tb.Errorf("%s: does not read %s in order: %s", name, want.Index, p)
+	case !p.UsesIndex(want.Index):
+		tb.Errorf("%s: not through %s: %s", name, want.Index, p)
+	}
+	for _, table := range p.SeqScans() {
+		if want.NoSeqScan == nil || slices.Contains(want.NoSeqScan, table) {
+			tb.Errorf("%s: reads %s whole: %s", name, table, p)
 		}
 	}
 }

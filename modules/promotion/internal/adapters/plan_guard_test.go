@@ -49,17 +49,8 @@ func TestHotStatementsPlanWithoutJIT(t *testing.T) {
 						}
 						for _, p := range plans {
 							t.Logf("%s: %s", s.name, p)
-							if p.JIT {
-								t.Errorf("%s: JIT compiles it: %s", s.name, p)
-							}
-							if s.index != "" && !p.ScansIndexInOrder(s.index) {
-								t.Errorf("%s: does not read %s in order: %s", s.name, s.index, p)
-							}
-							for _, table := range p.SeqScans() {
-								if table == "promotion_purchases" || table == "promotion_purchase_targets" {
-									t.Errorf("%s: reads %s whole: %s", s.name, table, p)
-								}
-							}
+							testbed.CheckPlan(t, s.name, p, testbed.PlanWant{Index: s.index, InOrder: true,
+								NoSeqScan: []string{"promotion_purchases", "promotion_purchase_targets"}})
 						}
 					}
 				})
