@@ -19,12 +19,13 @@ import (
 )
 
 // TestHotStatementsPlanWithoutJIT is the promotion module's plan guard
-// (ADR 0013): on 10k, 100k and 1M purchases, first never analyzed (as after
-// a restore or a pg_upgrade), then analyzed, each hot statement, as the
-// code builds it, plans without JIT and through its index, in its custom
-// plan and in the generic one (the expiry batch forces generic plans; a
-// prepared statement may switch to it after five runs). The plans come from a session of
-// the pool testbed opens with postgres.Open: the service's session settings.
+// (ADR 0013): on 10k, 100k and 1M purchases, never analyzed (as after a
+// restore or a pg_upgrade), analyzed, and with the targets alone
+// unanalyzed, each hot statement, as the code builds it, plans without JIT
+// and through its index, in its custom plan and in the generic one (the
+// expiry batch forces generic plans; a prepared statement may switch to it
+// after five runs). The plans come from a session of the pool testbed opens
+// with postgres.Open: the service's session settings.
 func TestHotStatementsPlanWithoutJIT(t *testing.T) {
 	t.Parallel()
 	for _, size := range testbed.PlanSizes() {
