@@ -188,6 +188,10 @@ row "  drain per batch / $old_commit's" "$(metric expire-service $b drain/old)" 
 printf '%-46s %s ms, %s: %s ms\n' "fresh pin expire-promotions --once, durationMs" \
   "$(metric expire-service $b once-ms)" "$old_commit" "$(metric expire-service $b old-once-ms)" | tee -a "$out/summary.txt"
 row "  --once / $old_commit's" "$(metric expire-service $b once/old)" "<=" 1 "x" expire-service
+printf '%-46s %s ms per batch, %s: %s ms\n' "  same drain, targets without statistics" \
+  "$(metric expire-service $b nostats-drain-ms/batch)" "$old_commit" "$(metric expire-service $b old-nostats-drain-ms/batch)" | tee -a "$out/summary.txt"
+row "  without statistics / analyzed (today's)" "$(metric expire-service $b nostats-drain/analyzed)" "<=" 1.2 "x" expire-service
+row "  without statistics / $old_commit's" "$(metric expire-service $b nostats-drain/old)" "<=" 1 "x" expire-service
 b=BenchmarkExpireDrain/backlog=10k
 row "drain 10k, 1 instance" "$(metric expire-drain $b 1-instance-purchases/s)" ">=" 15000 "purchases/s" expire-drain
 row "drain 10k, 2 instances" "$(metric expire-drain $b 2-instances-purchases/s)" ">=" 0 "purchases/s" expire-drain

@@ -99,17 +99,8 @@ type contribution struct {
 	BoostWeight int                 `json:"boostWeight"`
 }
 
-// addContributions inserts the rows and adds them to their targets' boosts,
-// summed per target: two purchases of one batch may boost the same target.
-func addContributions(tx *gorm.DB, rows []contribution) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	js, err := json.Marshal(rows)
-	if err != nil {
-		return fmt.Errorf("boost: add: %w", err)
-	}
-	err = tx.Exec(`
+// addContributionsQuery is addContributions' statement: ? the rows as JSON.
+const addContributionsQuery = `
 		WITH added AS (
 			INSERT INTO boost.purchase_targets (purchase_id, target_kind, target_id, boost_weight)
 			SELECT t."purchaseId", t."targetKind", t."targetId", t."boostWeight"
@@ -125,12 +116,52 @@ func addContributions(tx *gorm.DB, rows []contribution) error {
 		ON CONFLICT (target_kind, target_id) DO UPDATE SET
 			boost_weight = b.boost_weight + EXCLUDED.boost_weight,
 			active_purchases = b.active_purchases + EXCLUDED.active_purchases,
-			updated_at = clock_timestamp()`, string(js)).Error
+			updated_at = clock_timestamp()`
+
+// addContributions inserts the rows and adds them to their targets' boosts,
+// summed per target: two purchases of one batch may boost the same target.
+func addContributions(tx *gorm.DB, rows []contribution) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	js, err := json.Marshal(rows)
+	if err != nil {
+		return fmt.Errorf("boost: add: %w", err)
+	}
+	err = tx.Exec(addContributionsQuery, string(js)).Error
 	if err != nil {
 		return fmt.Errorf("boost: add: %w", err)
 	}
 	return nil
 }
+
+// removeContributionsQuery is removeContributions' statement: ? the
+// purchase ids as JSON; it returns the targets left without Active
+// purchases.
+const removeContributionsQuery = `
+		WITH removed AS (
+			DELETE FROM boost.purchase_targets
+			WHERE purchase_id = ANY (ARRAY(SELECT value::uuid FROM jsonb_array_elements_text(?::jsonb)))
+			RETURNING target_kind, target_id, boost_weight),
+		per_target AS (
+			SELECT target_kind, target_id, sum(boost_weight) AS weight, count(*) AS purchases
+			FROM removed GROUP BY target_kind, target_id),
+		updated AS (
+			UPDATE boost.target_boosts b SET
+				boost_weight = b.boost_weight - p.weight,
+				active_purchases = b.active_purchases - p.purchases,
+				updated_at = clock_timestamp()
+			FROM per_target p
+			WHERE b.target_kind = p.target_kind AND b.target_id = p.target_id
+			RETURNING b.target_kind, b.target_id, b.active_purchases)
+		SELECT target_kind, target_id FROM updated WHERE active_purchases = 0`
+
+// deleteEmptiedQuery deletes the targets removeContributions emptied: ?
+// their keys as JSON, each still at zero.
+const deleteEmptiedQuery = `
+		DELETE FROM boost.target_boosts b
+		USING jsonb_to_recordset(?::jsonb) AS k("targetKind" text, "targetId" uuid)
+		WHERE b.target_kind = k."targetKind" AND b.target_id = k."targetId" AND b.active_purchases = 0`
 
 // removeContributions deletes the purchases' contributions and subtracts
 // them from their targets, summed per target; a target left without Active
@@ -147,23 +178,7 @@ func removeContributions(tx *gorm.DB, purchases []uuid.UUID) error {
 	// commit, so the delete below finds them by key. No index may filter on
 	// active_purchases: that would make every update non-HOT.
 	var emptied []targetKey
-	err = tx.Raw(`
-		WITH removed AS (
-			DELETE FROM boost.purchase_targets
-			WHERE purchase_id IN (SELECT value::uuid FROM jsonb_array_elements_text(?::jsonb))
-			RETURNING target_kind, target_id, boost_weight),
-		per_target AS (
-			SELECT target_kind, target_id, sum(boost_weight) AS weight, count(*) AS purchases
-			FROM removed GROUP BY target_kind, target_id),
-		updated AS (
-			UPDATE boost.target_boosts b SET
-				boost_weight = b.boost_weight - p.weight,
-				active_purchases = b.active_purchases - p.purchases,
-				updated_at = clock_timestamp()
-			FROM per_target p
-			WHERE b.target_kind = p.target_kind AND b.target_id = p.target_id
-			RETURNING b.target_kind, b.target_id, b.active_purchases)
-		SELECT target_kind, target_id FROM updated WHERE active_purchases = 0`, string(ids)).Scan(&emptied).Error
+	err = tx.Raw(removeContributionsQuery, string(ids)).Scan(&emptied).Error
 	if err != nil {
 		return fmt.Errorf("boost: remove: %w", err)
 	}
@@ -174,10 +189,7 @@ func removeContributions(tx *gorm.DB, purchases []uuid.UUID) error {
 	if err != nil {
 		return fmt.Errorf("boost: remove: %w", err)
 	}
-	err = tx.Exec(`
-		DELETE FROM boost.target_boosts b
-		USING jsonb_to_recordset(?::jsonb) AS k("targetKind" text, "targetId" uuid)
-		WHERE b.target_kind = k."targetKind" AND b.target_id = k."targetId" AND b.active_purchases = 0`, string(keys)).Error
+	err = tx.Exec(deleteEmptiedQuery, string(keys)).Error
 	if err != nil {
 		return fmt.Errorf("boost: remove: %w", err)
 	}

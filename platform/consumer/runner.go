@@ -304,10 +304,7 @@ func (r *Runner[B]) apply(ctx context.Context, events []Event[B]) ([]outcome, er
 		for id, v := range applied {
 			ids, versions = append(ids, id), append(versions, v)
 		}
-		if _, err := tx.Statement.ConnPool.ExecContext(ctx, `
-			UPDATE consumer.aggregate_versions v SET version = u.version, applied_at = now()
-			FROM unnest($1::text[], $2::bigint[]) AS u(aggregate_id, version)
-			WHERE v.consumer = $3 AND v.aggregate_id = u.aggregate_id`, ids, versions, r.cfg.Name); err != nil {
+		if _, err := tx.Statement.ConnPool.ExecContext(ctx, recordVersionsQuery, ids, versions, r.cfg.Name); err != nil {
 			return fmt.Errorf("version guard: %w", err)
 		}
 		return nil
@@ -315,19 +312,9 @@ func (r *Runner[B]) apply(ctx context.Context, events []Event[B]) ([]outcome, er
 	return outs, err
 }
 
-// guard records the events' message ids in the inbox and, for the
-// aggregates of the new ones, locks their version rows (creating them at 0),
-// in one statement. It returns the message ids that were new and the last
-// version applied per aggregate. The lock makes two deliveries of one
-// aggregate, even across a rebalance, queue up; taking the locks in
-// aggregate order keeps two batches from deadlocking on them.
-func (r *Runner[B]) guard(tx *gorm.DB, events []Event[B]) (fresh map[string]bool, last map[string]int64, err error) {
-	messageIDs, aggregateIDs := make([]string, len(events)), make([]string, len(events))
-	for i, e := range events {
-		messageIDs[i], aggregateIDs[i] = e.MessageID.String(), e.AggregateID
-	}
-	// Through the connection, not GORM, which would expand the slices.
-	rows, err := tx.Statement.ConnPool.QueryContext(tx.Statement.Context, `
+// guardQuery is guard's statement: $1 the message ids, $2 their aggregate
+// ids, $3 the consumer.
+const guardQuery = `
 		WITH input AS (
 			SELECT * FROM unnest($1::uuid[], $2::text[]) AS i(message_id, aggregate_id)),
 		fresh AS (
@@ -341,7 +328,28 @@ func (r *Runner[B]) guard(tx *gorm.DB, events []Event[B]) (fresh map[string]bool
 			RETURNING aggregate_id, version)
 		SELECT message_id::text, NULL, NULL::bigint FROM fresh
 		UNION ALL
-		SELECT NULL, aggregate_id, version FROM locked`,
+		SELECT NULL, aggregate_id, version FROM locked`
+
+// recordVersionsQuery records the last version applied per aggregate: $1
+// the aggregate ids, $2 their versions, $3 the consumer.
+const recordVersionsQuery = `
+	UPDATE consumer.aggregate_versions v SET version = u.version, applied_at = now()
+	FROM unnest($1::text[], $2::bigint[]) AS u(aggregate_id, version)
+	WHERE v.consumer = $3 AND v.aggregate_id = u.aggregate_id`
+
+// guard records the events' message ids in the inbox and, for the
+// aggregates of the new ones, locks their version rows (creating them at 0),
+// in one statement. It returns the message ids that were new and the last
+// version applied per aggregate. The lock makes two deliveries of one
+// aggregate, even across a rebalance, queue up; taking the locks in
+// aggregate order keeps two batches from deadlocking on them.
+func (r *Runner[B]) guard(tx *gorm.DB, events []Event[B]) (fresh map[string]bool, last map[string]int64, err error) {
+	messageIDs, aggregateIDs := make([]string, len(events)), make([]string, len(events))
+	for i, e := range events {
+		messageIDs[i], aggregateIDs[i] = e.MessageID.String(), e.AggregateID
+	}
+	// Through the connection, not GORM, which would expand the slices.
+	rows, err := tx.Statement.ConnPool.QueryContext(tx.Statement.Context, guardQuery,
 		messageIDs, aggregateIDs, r.cfg.Name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("inbox and version guard: %w", err)

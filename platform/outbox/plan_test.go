@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/platform/outbox"
@@ -54,4 +55,56 @@ func TestRelayReadsTheOutboxAsItIsNow(t *testing.T) {
 	})
 	require.Less(t, seqRead, int64(kept),
 		"%d of %d reads of the outbox were sequential scans, reading %d rows: a plan made for the empty outbox", seqScans, scans, seqRead)
+}
+
+// TestRelayStatementsPlanWithoutJIT is the relay's plan guard (ADR 0013):
+// on an outbox holding what 10k, 100k and 1M purchases' events leave (all
+// but one batch acknowledged, each row as wide as an event, so the table
+// has the pages the planner sees in production), first never analyzed (after a restore or a
+// pg_upgrade), then analyzed, the relay's read walks the unacknowledged
+// index in order and its acknowledgement finds the rows by offset, without
+// JIT, on a session with the service's settings (testbed opens it with
+// postgres.Open).
+func TestRelayStatementsPlanWithoutJIT(t *testing.T) {
+	t.Parallel()
+	table := outbox.TableName(topic)
+	read, err := outbox.SchemaAdapter(200).SelectQuery(watermillsql.SelectQueryParams{Topic: topic})
+	require.NoError(t, err)
+	for _, size := range testbed.PlanSizes() {
+		t.Run("events="+testbed.SizeName(size), func(t *testing.T) {
+			b := setup(t)
+			_, err := b.db.SQL.ExecContext(b.ctx, `INSERT INTO `+table+` (uuid, payload, metadata, acked)
+				SELECT gen_random_uuid()::text, json_build_object('event', repeat('x', 600)), '{}', i <= $1 - 200
+				FROM generate_series(1, $1) AS i`, size)
+			require.NoError(t, err)
+			offsets := make([]watermillsql.Row, 200)
+			for i := range offsets {
+				offsets[i].Offset = int64(size - 200 + 1 + i)
+			}
+			ack, err := outbox.OffsetsAdapter().AckMessageQuery(watermillsql.AckMessageQueryParams{Topic: topic, Rows: offsets})
+			require.NoError(t, err)
+			for _, stats := range []string{"none", "analyzed"} {
+				if stats == "analyzed" {
+					testbed.Analyze(t, b.db.SQL, table)
+				}
+				t.Run("stats="+stats, func(t *testing.T) {
+					for _, s := range []struct {
+						name    string
+						q       watermillsql.Query
+						index   string
+						ordered bool
+					}{
+						{"relay read", read, "pin_promotion_purchase_changed_v1_unacked_idx", true},
+						{"relay ack", ack, "pin_promotion_purchase_changed_v1_pkey", false},
+					} {
+						custom, generic := testbed.Explain(t, b.db.SQL, testbed.Statement{Query: s.q.Query, Args: s.q.Args})
+						for _, p := range []testbed.Plan{custom, generic} {
+							t.Logf("%s: %s", s.name, p)
+							testbed.CheckPlan(t, s.name, p, testbed.PlanWant{Index: s.index, InOrder: s.ordered})
+						}
+					}
+				})
+			}
+		})
+	}
 }

@@ -157,11 +157,17 @@ func OpenPool(ctx context.Context, url string, cfg PoolConfig) (*gorm.DB, error)
 	return db, nil
 }
 
-// withSessionParams adds timezone=UTC (unless the connection string names a
-// time zone already) and cfg's timeouts to a URL or keyword/value connection
+// withSessionParams adds jit=off and timezone=UTC (unless the connection
+// string sets them already) and cfg's timeouts to a URL or keyword/value connection
 // string; pgx sends parameters it does not know itself to the server.
 func withSessionParams(dsn string, cfg PoolConfig) (string, error) {
 	params := map[string]string{}
+	// No JIT (ADR 0013): the service's statements are short, their estimated
+	// cost swings past jit_above_cost with the statistics, and compiling
+	// them costs more than running them.
+	if !strings.Contains(strings.ToLower(dsn), "jit=") {
+		params["jit"] = "off"
+	}
 	if !strings.Contains(strings.ToLower(dsn), "timezone=") {
 		params["timezone"] = "UTC"
 	}

@@ -12,10 +12,10 @@ import (
 func TestWithSessionParams(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"postgres://u@h:5432/db?sslmode=disable":   "postgres://u@h:5432/db?sslmode=disable&timezone=UTC",
-		"postgres://u@h/db?TimeZone=Europe/Moscow": "postgres://u@h/db?TimeZone=Europe/Moscow",
-		"host=h dbname=db":                         "host=h dbname=db timezone=UTC",
-		"host=h dbname=db timezone=UTC":            "host=h dbname=db timezone=UTC",
+		"postgres://u@h:5432/db?sslmode=disable":          "postgres://u@h:5432/db?jit=off&sslmode=disable&timezone=UTC",
+		"postgres://u@h/db?TimeZone=Europe/Moscow&jit=on": "postgres://u@h/db?TimeZone=Europe/Moscow&jit=on",
+		"host=h dbname=db":                                "host=h dbname=db jit=off timezone=UTC",
+		"host=h dbname=db timezone=UTC jit=off":           "host=h dbname=db timezone=UTC jit=off",
 	} {
 		got, err := withSessionParams(in, PoolConfig{})
 		require.NoError(t, err)
@@ -23,10 +23,10 @@ func TestWithSessionParams(t *testing.T) {
 	}
 	got, err := withSessionParams("postgres://u@h/db", APIPool)
 	require.NoError(t, err)
-	require.Equal(t, "postgres://u@h/db?lock_timeout=2000&statement_timeout=5000&timezone=UTC", got)
+	require.Equal(t, "postgres://u@h/db?jit=off&lock_timeout=2000&statement_timeout=5000&timezone=UTC", got)
 	got, err = withSessionParams("host=h", APIPool)
 	require.NoError(t, err)
-	require.Equal(t, "host=h lock_timeout=2000 statement_timeout=5000 timezone=UTC", got)
+	require.Equal(t, "host=h jit=off lock_timeout=2000 statement_timeout=5000 timezone=UTC", got)
 }
 
 func TestRedact(t *testing.T) {

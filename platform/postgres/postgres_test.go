@@ -152,6 +152,25 @@ func TestOpenUsesUTC(t *testing.T) {
 	require.Equal(t, time.UTC, b.db.Gorm.NowFunc().Location())
 }
 
+// Every pool's sessions run without JIT (ADR 0013), the API's too, whatever
+// the server's jit.
+func TestOpenTurnsJITOff(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	api, err := postgres.OpenPool(context.Background(), b.db.URL, postgres.APIPool)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if sqlDB, err := api.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	})
+	for _, db := range []*gorm.DB{b.db.Gorm, api} {
+		var jit string
+		require.NoError(t, db.Raw("SHOW jit").Scan(&jit).Error)
+		require.Equal(t, "off", jit)
+	}
+}
+
 func TestOpenFailsWhenUnreachable(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

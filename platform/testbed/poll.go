@@ -12,14 +12,21 @@ import (
 // called).
 func Eventually(tb testing.TB, cond func() error) {
 	tb.Helper()
-	deadline := time.Now().Add(ForwardDeadline)
+	EventuallyWithin(tb, ForwardDeadline, cond)
+}
+
+// EventuallyWithin is Eventually with a deadline of its own, for a
+// benchmark waiting on work that takes longer than a test's.
+func EventuallyWithin(tb testing.TB, within time.Duration, cond func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		err := cond()
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("testbed: still not after %s: %v", ForwardDeadline, err)
+			tb.Fatalf("testbed: still not after %s: %v", within, err)
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -93,9 +93,9 @@ func (r *SnapshotRepository) Snapshot(ctx context.Context, id uuid.UUID) (app.Sn
 	return run, nil
 }
 
-// SnapshotBatch implements app.SnapshotStore: five round trips and the
-// commit (BEGIN, the snapshot's row locked, the locking selection, the
-// outbox insert per publication, the snapshot's row moved on).
+// SnapshotBatch implements app.SnapshotStore: six round trips and the
+// commit (BEGIN, the snapshot's row locked, the plan settings, the locking
+// selection, the outbox insert per publication, the snapshot's row moved on).
 func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBatch) (app.SnapshotBatchResult, error) {
 	if b.Limit <= 0 || b.SnapshotID == uuid.Nil {
 		return app.SnapshotBatchResult{}, errors.New("snapshot batch: a positive limit and a snapshot id are required")
@@ -196,10 +196,19 @@ func snapshotFilterArgs(f app.SnapshotFilter) (uuid.NullUUID, sql.NullString) {
 		sql.NullString{String: string(f.TargetKind), Valid: f.TargetKind != ""}
 }
 
+// snapshotPlanSettings make the transaction's selection walk the primary
+// key in order, whatever the statistics (ADR 0013): on tables never
+// analyzed the planner reads every matching purchase by a bitmap and sorts
+// them, on every batch. A sort or a bitmap is never the right plan there.
+const snapshotPlanSettings = `SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)`
+
 // selectSnapshotBatch runs snapshotSelectBatchQuery
-// (sql/snapshot_select_batch.sql) and returns the rows locked, in id
-// order, with their targets.
+// (sql/snapshot_select_batch.sql) under snapshotPlanSettings and returns the
+// rows locked, in id order, with their targets.
 func selectSnapshotBatch(ctx context.Context, tx postgres.Tx, b app.SnapshotBatch) ([]snapshotRow, map[uuid.UUID][]targetModel, error) {
+	if _, err := tx.Exec.ExecContext(ctx, snapshotPlanSettings); err != nil {
+		return nil, nil, fmt.Errorf("select snapshot batch: plan settings: %w", err)
+	}
 	tenant, kind := snapshotFilterArgs(b.Filter)
 	rows, err := tx.Exec.QueryContext(ctx, snapshotSelectBatchQuery, b.After, b.Limit, b.Filter.IncludeEnded,
 		tenant, uuidStrings(b.Filter.PurchaseIDs), kind)

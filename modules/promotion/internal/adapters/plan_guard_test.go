@@ -1,0 +1,159 @@
+package adapters
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
+	"github.com/pinmarket/pin/platform/postgres"
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+// TestHotStatementsPlanWithoutJIT is the promotion module's plan guard
+// (ADR 0013): on 10k, 100k and 1M purchases, never analyzed (as after a
+// restore or a pg_upgrade), analyzed, and with the targets alone
+// unanalyzed, each hot statement, as the code builds it, plans without JIT
+// and through its index, in its custom plan and in the generic one (the
+// expiry batch forces generic plans; a prepared statement may switch to it
+// after five runs). The plans come from a session of the pool testbed opens
+// with postgres.Open: the service's session settings.
+func TestHotStatementsPlanWithoutJIT(t *testing.T) {
+	t.Parallel()
+	for _, size := range testbed.PlanSizes() {
+		t.Run("purchases="+testbed.SizeName(size), func(t *testing.T) {
+			db := testbed.NewDatabase(t)
+			asOf := time.Now().UTC().Truncate(time.Microsecond)
+			pkg := promotiontest.SeedBacklog(t, db, size, min(10_000, size/2), asOf)
+			statements := hotStatements(t, db, pkg, asOf)
+			for _, stats := range []string{"none", "analyzed", "targets-none"} {
+				switch stats {
+				case "analyzed":
+					testbed.Analyze(t, db.SQL, purchasesTable, purchaseTargetsTable, expirePoisonTable, packagesTable, currenciesTable)
+				case "targets-none": // the state: the targets table alone never analyzed
+					testbed.ClearStatistics(t, db.SQL, purchaseTargetsTable)
+				}
+				t.Run("stats="+stats, func(t *testing.T) {
+					for _, s := range statements {
+						custom, generic := testbed.Explain(t, db.SQL, s.Statement)
+						plans := []testbed.Plan{custom, generic}
+						if s.genericOnly {
+							plans = plans[1:]
+						}
+						for _, p := range plans {
+							t.Logf("%s: %s", s.name, p)
+							testbed.CheckPlan(t, s.name, p, testbed.PlanWant{Index: s.index, InOrder: true,
+								NoSeqScan: []string{"promotion_purchases", "promotion_purchase_targets"}})
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// hotStatement is one statement the code sent, with its parameters and the
+// index its plan must read in order (an Index Scan, not a bitmap), if any.
+type hotStatement struct {
+	testbed.Statement
+	name  string
+	index string
+	// genericOnly: the code runs it under plan_cache_mode =
+	// force_generic_plan (expireBatch), so its custom plan never runs.
+	genericOnly bool
+}
+
+// hotStatements runs an expiry batch's selection and set-based write, a
+// purchase's insert and a snapshot's selection as the repositories do, in
+// transactions rolled back, and returns the statements they sent.
+func hotStatements(tb testing.TB, db *testbed.Database, pkgID uuid.UUID, asOf time.Time) []hotStatement {
+	tb.Helper()
+	ctx := context.Background()
+	publisher := promotiontest.Publisher(tb, nil)
+	expiry, err := NewExpireRepository(db.Gorm, publisher)
+	require.NoError(tb, err)
+	purchases, err := NewPurchaseRepository(db.Gorm, publisher)
+	require.NoError(tb, err)
+	var out []hotStatement
+	record := func(name, index string, fn func(tx postgres.Tx) error) {
+		rec := &recordingExecutor{}
+		err := postgres.InTx(ctx, db.Gorm, func(tx postgres.Tx) error {
+			rec.ContextExecutor, tx.Exec = tx.Exec, rec
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return errRolledBack
+		})
+		require.ErrorIs(tb, err, errRolledBack)
+		require.NotEmpty(tb, rec.last.Query, name)
+		rec.last.name, rec.last.index = name, index
+		rec.last.genericOnly = strings.HasPrefix(name, "expiry ")
+		out = append(out, rec.last)
+	}
+
+	b := app.ExpireBatch{AsOf: asOf, Limit: 200, Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }}
+	var candidates []expiryCandidate
+	record("expiry select", "promotion_purchases_expiry_idx", func(tx postgres.Tx) error {
+		sel, err := selectBatch(ctx, tx, b)
+		candidates, _ = prepareExpiries(ctx, expiry.events, sel.rows, sel.targets, b)
+		return err
+	})
+	require.Len(tb, candidates, b.Limit)
+	record("expiry write", "", func(tx postgres.Tx) error {
+		_, _, err := expiry.writeSet(ctx, tx, candidates, true)
+		return err
+	})
+	record("purchase insert", "", func(tx postgres.Tx) error {
+		built, err := purchases.buildOnRow(tx, pkgID, func(pkg *domain.Package) (*domain.Purchase, error) {
+			return domain.NewPurchase(domain.NewPurchaseParams{
+				ID: uuid.New(), TenantID: uuid.New(), CreatedBy: uuid.New(), Package: pkg,
+				Targets: []domain.TargetRef{{Kind: domain.TargetKindProject, ID: uuid.New()}}, Now: time.Now(),
+			})
+		})
+		if err != nil {
+			return err
+		}
+		_, err = purchases.insert(ctx, tx.Exec, built)
+		return err
+	})
+	record("snapshot select", "promotion_purchases_pkey", func(tx postgres.Tx) error {
+		_, _, err := selectSnapshotBatch(ctx, tx, app.SnapshotBatch{SnapshotID: uuid.New(), Limit: 100})
+		return err
+	})
+	return out
+}
+
+var errRolledBack = errors.New("rolled back")
+
+// recordingExecutor runs statements on a transaction and keeps the last
+// one's text and parameters, with the statements before it as its setup.
+type recordingExecutor struct {
+	watermillsql.ContextExecutor
+	last hotStatement
+}
+
+func (r *recordingExecutor) record(query string, args []any) {
+	setup := r.last.Setup
+	if r.last.Query != "" && len(r.last.Args) == 0 {
+		setup = append(setup, r.last.Query)
+	}
+	r.last = hotStatement{Statement: testbed.Statement{Setup: setup, Query: query, Args: args}}
+}
+
+func (r *recordingExecutor) ExecContext(ctx context.Context, query string, args ...any) (watermillsql.Result, error) {
+	r.record(query, args)
+	return r.ContextExecutor.ExecContext(ctx, query, args...)
+}
+
+func (r *recordingExecutor) QueryContext(ctx context.Context, query string, args ...any) (watermillsql.Rows, error) {
+	r.record(query, args)
+	return r.ContextExecutor.QueryContext(ctx, query, args...)
+}
