@@ -220,27 +220,18 @@ func (r ExpireCycleResult) MarshalJSON() ([]byte, error) {
 	}{r.RunID.String(), r.AsOf, r.Expired, r.SkippedLocked, r.Failed, r.Duration.Milliseconds()})
 }
 
-// ExpireObserver is what an expiry cycle reports, in the order it happens:
-// a cycle's start, each batch's start and outcome, the cycle's outcome.
-// Logs, metrics and spans implement it (ports.ExpireTelemetry); the cycle
-// itself knows none of them. A Started method returns the context the work
-// runs under, so a span can carry what follows.
+// ExpireObserver reports an expiry cycle, which itself knows no telemetry
+// (ports.ExpireTelemetry writes the logs, metrics and spans). Each method is
+// called as its work starts, and returns the context the work runs under (so
+// a span carries what follows) and end, which the cycle calls once with the
+// work's outcome.
 type ExpireObserver interface {
-	// CycleStarted reports a cycle whose RunID and AsOf are set.
-	CycleStarted(ctx context.Context, cycle ExpireCycleResult, settings ExpireSettings) context.Context
-	// BatchStarted reports a batch about to run with limit rows at most.
-	BatchStarted(ctx context.Context, limit int) context.Context
-	// BatchCommitted reports a committed batch: what it selected, expired,
-	// left out as poison and dropped as changed by another writer.
-	BatchCommitted(ctx context.Context, batch ExpireBatchResult)
-	// BatchFailed reports a batch rolled back on an infrastructure error.
-	BatchFailed(ctx context.Context, err error)
-	// CycleCompleted reports a cycle that ended without an infrastructure
-	// error, with its counts and duration.
-	CycleCompleted(ctx context.Context, cycle ExpireCycleResult)
-	// CycleFailed reports a cycle that ended on err, with the counts of the
-	// batches committed before it.
-	CycleFailed(ctx context.Context, cycle ExpireCycleResult, err error)
+	// Cycle reports a cycle whose RunID and AsOf are set; end gets its
+	// counts and duration, and the infrastructure error it ended on, if any.
+	Cycle(ctx context.Context, cycle ExpireCycleResult, settings ExpireSettings) (_ context.Context, end func(ExpireCycleResult, error))
+	// Batch reports a batch of at most limit rows; end gets what it
+	// committed, or the error that rolled it back.
+	Batch(ctx context.Context, limit int) (_ context.Context, end func(ExpireBatchResult, error))
 }
 
 // ExpireCycle runs expiry cycles: every Active purchase whose EndsAt has
@@ -288,7 +279,7 @@ func (c *ExpireCycle) Run(ctx context.Context, settings ExpireSettings) (ExpireC
 	}
 	res := ExpireCycleResult{RunID: runID, AsOf: c.now().UTC().Truncate(time.Microsecond)}
 	ctx = correlation.WithRunID(ctx, runID.String())
-	ctx = c.observer.CycleStarted(ctx, res, settings)
+	ctx, end := c.observer.Cycle(ctx, res, settings)
 
 	// The work is not cancelled with ctx, nor by the budget: a batch is
 	// finished whole, unless a stop has waited StopTimeout for it.
@@ -296,11 +287,10 @@ func (c *ExpireCycle) Run(ctx context.Context, settings ExpireSettings) (ExpireC
 	err = c.runBatches(ctx, work, started.Add(settings.CycleBudget), settings, &res)
 	release()
 	res.Duration = time.Since(started)
+	end(res, err)
 	if err != nil {
-		c.observer.CycleFailed(ctx, res, err)
 		return res, fmt.Errorf("expire promotions: run %s: %w", runID, err)
 	}
-	c.observer.CycleCompleted(ctx, res)
 	return res, nil
 }
 
@@ -366,7 +356,7 @@ func afterStop(ctx context.Context, timeout time.Duration) (work context.Context
 
 // runBatch runs one batch and reports it.
 func (c *ExpireCycle) runBatch(ctx context.Context, settings ExpireSettings, asOf time.Time, exclude []uuid.UUID) (ExpireBatchResult, error) {
-	ctx = c.observer.BatchStarted(ctx, settings.BatchSize)
+	ctx, end := c.observer.Batch(ctx, settings.BatchSize)
 	b, err := c.store.ExpireBatch(ctx, ExpireBatch{
 		AsOf:        asOf,
 		Limit:       settings.BatchSize,
@@ -378,9 +368,9 @@ func (c *ExpireCycle) runBatch(ctx context.Context, settings ExpireSettings, asO
 		if cause := context.Cause(ctx); cause != nil {
 			err = fmt.Errorf("%w (%v)", err, cause)
 		}
-		c.observer.BatchFailed(ctx, err)
+		end(ExpireBatchResult{}, err)
 		return ExpireBatchResult{}, fmt.Errorf("expire batch: %w", err)
 	}
-	c.observer.BatchCommitted(ctx, b)
+	end(b, nil)
 	return b, nil
 }
