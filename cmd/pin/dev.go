@@ -15,7 +15,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/modules/promotion"
-	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/kafka"
@@ -121,6 +120,7 @@ func printDevHowTo(w io.Writer, cfg config.Config, authn *auth.Authenticator) er
 	if err != nil {
 		pin = "pin"
 	}
+	topics := promotion.Topics() // the first is the current contract version's
 	// The exports are what a second shell needs for the README's walk and
 	// for pin expire-promotions, pin migrate status, pin token and pin dev
 	// make-due; the secret, and so the tokens, die with this process.
@@ -128,7 +128,7 @@ func printDevHowTo(w io.Writer, cfg config.Config, authn *auth.Authenticator) er
 pin dev is running (development only).
 
   API        %[1]s
-  Kafka      %[2]s   topic %[3]s
+  Kafka      %[2]s   topics %[9]s
 
 In another shell (unless PIN_AUTH_JWT_SECRET was set, the secret is made for this run: the tokens die with it):
   export PIN_DATABASE_URL=%[4]s
@@ -141,7 +141,8 @@ Then follow "A first purchase, step by step" in README.md: a purchase, its boost
 ($PIN dev make-due $PURCHASE_ID, then $PIN expire-promotions --once) and its events:
   kcat -C -b $KAFKA -t %[3]s -o beginning -e -f 'key=%%k partition=%%p headers=%%h\n%%s\n\n'
 
-`, "http://"+cfg.HTTPAddr, cfg.KafkaBrokers[0], contract.Topic, shellQuote(cfg.DatabaseURL), cfg.JWTSecret, tenantToken, adminToken, shellQuote(pin))
+`, "http://"+cfg.HTTPAddr, cfg.KafkaBrokers[0], topics[0], shellQuote(cfg.DatabaseURL), cfg.JWTSecret, tenantToken, adminToken, shellQuote(pin),
+		strings.Join(topics, ", "))
 	return nil
 }
 
