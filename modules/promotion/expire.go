@@ -1,6 +1,7 @@
 package promotion
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/platform/config"
 )
 
 // ExpireCycleResult is what one expiry cycle did; it marshals to the JSON
@@ -25,7 +27,7 @@ type expiry struct {
 // newExpiry builds the cycle and its runner from d, publishing to events.
 // It registers the cycle's metrics on d.Registerer, so they are exported
 // from the start.
-// This is where the settings' defaults are applied.
+// This is where the settings' zero fields take the config's defaults.
 func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
 	store, err := adapters.NewExpireRepository(d.DB, d.Outbox, events...)
 	if err != nil {
@@ -41,13 +43,39 @@ func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
 	if err != nil {
 		return nil, err
 	}
-	settings := d.Expire.WithDefaults()
+	settings := withConfigDefaults(d.Expire)
 	runner, err := ports.NewExpireRunner(cycle, settings, d.Logger)
 	if err != nil {
 		return nil, err
 	}
 	telemetry.RunnerStarted(runner.Interval(), time.Now())
 	return &expiry{cycle: cycle, runner: runner, settings: settings}, nil
+}
+
+// ExpireSettingsOf maps the configuration's PIN_EXPIRE_* variables to the
+// expiry's settings; a stop lets the batch in flight run for half of
+// PIN_SHUTDOWN_TIMEOUT, so it still rolls back and returns before the host
+// gives up.
+func ExpireSettingsOf(cfg config.Config) ExpireSettings {
+	return ExpireSettings{
+		Interval:           cfg.ExpireInterval,
+		BatchSize:          cfg.ExpireBatchSize,
+		MaxBatchesPerCycle: cfg.ExpireMaxBatchesPerCycle,
+		CycleBudget:        cfg.ExpireCycleBudget,
+		StopTimeout:        cfg.ShutdownTimeout / 2,
+	}
+}
+
+// withConfigDefaults fills s's zero Interval, BatchSize, CycleBudget and
+// StopTimeout from the configuration's defaults, the one place they are
+// written. A zero MaxBatchesPerCycle stays: it means no limit.
+func withConfigDefaults(s ExpireSettings) ExpireSettings {
+	d := ExpireSettingsOf(config.Defaults())
+	s.Interval = cmp.Or(s.Interval, d.Interval)
+	s.BatchSize = cmp.Or(s.BatchSize, d.BatchSize)
+	s.CycleBudget = cmp.Or(s.CycleBudget, d.CycleBudget)
+	s.StopTimeout = cmp.Or(s.StopTimeout, d.StopTimeout)
+	return s
 }
 
 // ExpireOnce runs exactly one expiry cycle of one batch of at most

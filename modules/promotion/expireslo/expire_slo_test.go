@@ -56,7 +56,7 @@ import (
 func TestExpiredEventReachesKafkaWithinOneInterval(t *testing.T) {
 	t.Parallel()
 	var (
-		interval = promotion.DefaultExpireSettings().Interval
+		interval = config.Defaults().ExpireInterval
 		relayGap = config.Defaults().OutboxPollInterval
 		bound    = interval + relayGap
 	)

@@ -14,7 +14,8 @@ import (
 	"github.com/pinmarket/pin/platform/correlation"
 )
 
-// ExpireSettings are the expiry cycle's settings (PIN_EXPIRE_*, interfaces.md).
+// ExpireSettings are the expiry cycle's settings (PIN_EXPIRE_*, interfaces.md);
+// their defaults live in platform/config, and the module fills them from there.
 type ExpireSettings struct {
 	// Interval is the time between the starts of two cycles.
 	Interval time.Duration
@@ -31,34 +32,6 @@ type ExpireSettings struct {
 	// then its statement is cancelled on the server and it rolls back
 	// whole. `pin serve` and `--once` give it half of PIN_SHUTDOWN_TIMEOUT.
 	StopTimeout time.Duration
-}
-
-// DefaultExpireSettings are the design document's: a 60 s interval, one
-// batch of 200 per cycle, a 30 s budget; and half the default 30 s
-// shutdown timeout for a stop.
-func DefaultExpireSettings() ExpireSettings {
-	return ExpireSettings{Interval: 60 * time.Second, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: 30 * time.Second,
-		StopTimeout: 15 * time.Second}
-}
-
-// WithDefaults fills the zero Interval, BatchSize, CycleBudget and
-// StopTimeout from DefaultExpireSettings. A zero MaxBatchesPerCycle stays:
-// it means no limit.
-func (s ExpireSettings) WithDefaults() ExpireSettings {
-	d := DefaultExpireSettings()
-	if s.Interval <= 0 {
-		s.Interval = d.Interval
-	}
-	if s.BatchSize <= 0 {
-		s.BatchSize = d.BatchSize
-	}
-	if s.CycleBudget <= 0 {
-		s.CycleBudget = d.CycleBudget
-	}
-	if s.StopTimeout <= 0 {
-		s.StopTimeout = d.StopTimeout
-	}
-	return s
 }
 
 // ExpireStore is the storage side of the expiry cycle.
@@ -270,7 +243,7 @@ func NewExpireCycle(store ExpireStore, observer ExpireObserver, now func() time.
 func (c *ExpireCycle) Run(ctx context.Context, settings ExpireSettings) (ExpireCycleResult, error) {
 	started := time.Now()
 	if settings.BatchSize <= 0 || settings.CycleBudget <= 0 || settings.StopTimeout <= 0 {
-		return ExpireCycleResult{}, fmt.Errorf("expire promotions: batch size %d, budget %s and stop timeout %s must be positive (ExpireSettings.WithDefaults)",
+		return ExpireCycleResult{}, fmt.Errorf("expire promotions: batch size %d, budget %s and stop timeout %s must be positive (PIN_EXPIRE_*)",
 			settings.BatchSize, settings.CycleBudget, settings.StopTimeout)
 	}
 	runID, err := uuid.NewV7()
