@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/modules/promotion"
-	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/kafka"
@@ -126,6 +125,7 @@ func printDevHowTo(w io.Writer, cfg config.Config, authn *auth.Authenticator) er
 	if err != nil {
 		pin = "pin"
 	}
+	topics := promotion.Topics() // the first is the current contract version's
 	// The exports are what a second shell needs for the README's walk and
 	// the runbooks, under the names they use (pin on the PATH, BASE,
 	// BROKER); the secret, and so the tokens, die with this process.
@@ -133,7 +133,7 @@ func printDevHowTo(w io.Writer, cfg config.Config, authn *auth.Authenticator) er
 pin dev is running (development only).
 
   API        %[1]s
-  Kafka      %[2]s   topic %[3]s
+  Kafka      %[2]s   topics %[9]s
 
 In another shell (unless PIN_AUTH_JWT_SECRET was set, the secret is made for this run: the tokens die with it):
   export PIN_DATABASE_URL=%[4]s
@@ -146,7 +146,8 @@ Then follow "A first purchase, step by step" in README.md: a purchase, its boost
 (pin dev make-due $PURCHASE_ID, then pin expire-promotions --once) and its events:
   kcat -C -b $BROKER -t %[3]s -o beginning -e -f 'key=%%k partition=%%p headers=%%h\n%%s\n\n'
 
-`, "http://"+cfg.HTTPAddr, cfg.KafkaBrokers[0], contract.Topic, shellQuote(cfg.DatabaseURL), cfg.JWTSecret, tenantToken, adminToken, shellQuote(filepath.Dir(pin)))
+`, "http://"+cfg.HTTPAddr, cfg.KafkaBrokers[0], topics[0], shellQuote(cfg.DatabaseURL), cfg.JWTSecret, tenantToken, adminToken, shellQuote(filepath.Dir(pin)),
+		strings.Join(topics, ", "))
 	return nil
 }
 

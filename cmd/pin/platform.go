@@ -91,14 +91,6 @@ func (p *platform) promotionModule(authenticate echo.MiddlewareFunc, publisher *
 		Registerer:     p.reg,
 		TracerProvider: p.tp,
 		Now:            time.Now,
-		Expire: promotion.ExpireSettings{
-			Interval:           p.cfg.ExpireInterval,
-			BatchSize:          p.cfg.ExpireBatchSize,
-			MaxBatchesPerCycle: p.cfg.ExpireMaxBatchesPerCycle,
-			CycleBudget:        p.cfg.ExpireCycleBudget,
-			// Half the host's wait: a batch cancelled then still rolls back
-			// and returns before the stop overruns.
-			StopTimeout: p.cfg.ShutdownTimeout / 2,
-		},
+		Expire:         promotion.ExpireSettingsOf(p.cfg),
 	})
 }

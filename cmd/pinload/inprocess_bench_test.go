@@ -18,6 +18,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/platform/auth"
+	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/httpserver"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -76,7 +77,8 @@ func serveInProcess(tb testing.TB, databaseURL string, brokers []string) (string
 		DB: gdb, Outbox: publisher, Authenticate: authn.Middleware(), Logger: logger, Registerer: reg, TracerProvider: tp,
 	})
 	require.NoError(tb, err)
-	relay, err := outbox.NewRelay(sqlDB, outbox.RelayConfig{Brokers: brokers, Topics: module.OutboxTopics()}, logger, reg, tp)
+	relay, err := outbox.NewRelay(sqlDB, outbox.RelayConfig{Brokers: brokers, Topics: module.OutboxTopics(),
+		PollInterval: config.Defaults().OutboxPollInterval}, logger, reg, tp)
 	require.NoError(tb, err)
 
 	cfg := httpserver.DefaultConfig()

@@ -1,6 +1,7 @@
 package promotion
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/platform/config"
 )
 
 // ExpireCycleResult is what one expiry cycle did; it marshals to the JSON
@@ -26,7 +28,7 @@ type expiry struct {
 // newExpiry builds the cycle and its runner from d, publishing to events.
 // It registers the cycle's metrics on d.Registerer, so they are exported
 // from the start.
-// This is where the settings' defaults are applied.
+// This is where the settings' zero fields take the config's defaults.
 func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
 	store, err := adapters.NewExpireRepository(d.DB, d.Outbox, events...)
 	if err != nil {
@@ -42,7 +44,7 @@ func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
 	if err != nil {
 		return nil, err
 	}
-	settings := d.Expire.WithDefaults()
+	settings := withConfigDefaults(d.Expire)
 	runner, err := ports.NewExpireRunner(cycle, settings, d.Logger)
 	if err != nil {
 		return nil, err
@@ -60,14 +62,13 @@ type cycleRecorder struct {
 	logger *slog.Logger
 }
 
-func (o cycleRecorder) CycleCompleted(ctx context.Context, c app.ExpireCycleResult) {
-	o.ExpireTelemetry.CycleCompleted(ctx, c)
-	o.record(ctx, c, nil)
-}
-
-func (o cycleRecorder) CycleFailed(ctx context.Context, c app.ExpireCycleResult, err error) {
-	o.ExpireTelemetry.CycleFailed(ctx, c, err)
-	o.record(ctx, c, err)
+// Cycle implements app.ExpireObserver: the telemetry's, then the record.
+func (o cycleRecorder) Cycle(ctx context.Context, c app.ExpireCycleResult, s app.ExpireSettings) (context.Context, func(app.ExpireCycleResult, error)) {
+	ctx, end := o.ExpireTelemetry.Cycle(ctx, c, s)
+	return ctx, func(res app.ExpireCycleResult, err error) {
+		end(res, err)
+		o.record(ctx, res, err)
+	}
 }
 
 // record writes the cycle even when ctx is cancelled (a stop): it is the
@@ -78,6 +79,32 @@ func (o cycleRecorder) record(ctx context.Context, c app.ExpireCycleResult, cycl
 	if err := o.store.RecordCycle(ctx, c, cycleErr); err != nil {
 		o.logger.WarnContext(ctx, "expiry: last cycle not recorded", "error", err)
 	}
+}
+
+// ExpireSettingsOf maps the configuration's PIN_EXPIRE_* variables to the
+// expiry's settings; a stop lets the batch in flight run for half of
+// PIN_SHUTDOWN_TIMEOUT, so it still rolls back and returns before the host
+// gives up.
+func ExpireSettingsOf(cfg config.Config) ExpireSettings {
+	return ExpireSettings{
+		Interval:           cfg.ExpireInterval,
+		BatchSize:          cfg.ExpireBatchSize,
+		MaxBatchesPerCycle: cfg.ExpireMaxBatchesPerCycle,
+		CycleBudget:        cfg.ExpireCycleBudget,
+		StopTimeout:        cfg.ShutdownTimeout / 2,
+	}
+}
+
+// withConfigDefaults fills s's zero Interval, BatchSize, CycleBudget and
+// StopTimeout from the configuration's defaults, the one place they are
+// written. A zero MaxBatchesPerCycle stays: it means no limit.
+func withConfigDefaults(s ExpireSettings) ExpireSettings {
+	d := ExpireSettingsOf(config.Defaults())
+	s.Interval = cmp.Or(s.Interval, d.Interval)
+	s.BatchSize = cmp.Or(s.BatchSize, d.BatchSize)
+	s.CycleBudget = cmp.Or(s.CycleBudget, d.CycleBudget)
+	s.StopTimeout = cmp.Or(s.StopTimeout, d.StopTimeout)
+	return s
 }
 
 // ExpireOnce runs exactly one expiry cycle of one batch of at most

@@ -57,13 +57,10 @@ type Deps struct {
 	Expire ExpireSettings
 }
 
-// ExpireSettings are the expiry cycle's settings (PIN_EXPIRE_* variables);
-// zero Interval, BatchSize and CycleBudget mean DefaultExpireSettings'.
+// ExpireSettings are the expiry cycle's settings (PIN_EXPIRE_* variables,
+// ExpireSettingsOf); zero Interval, BatchSize, CycleBudget and StopTimeout
+// take platform/config's defaults.
 type ExpireSettings = app.ExpireSettings
-
-// DefaultExpireSettings are the expiry's defaults, the ones interfaces.md
-// gives for PIN_EXPIRE_*.
-func DefaultExpireSettings() ExpireSettings { return app.DefaultExpireSettings() }
 
 // Name is the module's stable name in logs and metrics.
 const Name = "promotion"

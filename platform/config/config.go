@@ -82,6 +82,18 @@ type Config struct {
 	ShutdownDrain time.Duration `env:"PIN_SHUTDOWN_DRAIN" envDefault:"5s"`
 }
 
+// Defaults is the configuration of an empty environment: each variable's
+// default, from the tags above, the one place a default is written. Code
+// that runs as production does with nothing set (tests, benchmarks) reads
+// them here; TestLoadDefaults holds that they load.
+func Defaults() Config {
+	cfg, err := Load(nil, 0)
+	if err != nil {
+		panic(fmt.Sprintf("config: the defaults do not load: %v", err))
+	}
+	return cfg
+}
+
 // AuthOptions are the token rules of the configuration.
 func (c Config) AuthOptions() []auth.Option {
 	return []auth.Option{auth.WithIssuer(c.JWTIssuer), auth.WithAudience(c.JWTAudience), auth.WithMaxTTL(c.JWTMaxTTL)}

@@ -27,6 +27,8 @@ func TestLoadDefaults(t *testing.T) {
 	require.Equal(t, "127.0.0.1:9092", cfg.DevKafkaAddr)
 	require.Equal(t, "off", cfg.BoostProjection)
 	require.Empty(t, cfg.AdminAddr, "no admin listener unless asked for")
+	require.Equal(t, 50*time.Millisecond, cfg.OutboxPollInterval)
+	require.Equal(t, cfg, config.Defaults())
 }
 
 func TestLoadServeRequirements(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"gorm.io/gorm"
 
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -134,7 +135,7 @@ func (p replayer[B]) replay(ctx context.Context, tx *gorm.DB, rec Record) (strin
 	r := &Runner[B]{db: tx, cfg: Config{Name: p.group}, handler: p.handler, logger: p.logger}
 	e, err := r.decodeSafely(rec)
 	if errors.Is(err, ErrSkip) {
-		return outcomeSkipped.String(), rec.Headers["message_id"], nil
+		return outcomeSkipped.String(), rec.Headers[kafka.HeaderMessageID], nil
 	}
 	if err != nil {
 		return "", "", fmt.Errorf("still cannot be decoded: %w", err)
@@ -340,7 +341,7 @@ func scanDeadLetter(rows *sql.Rows) (DeadLetter, error) {
 		d.record.Headers[string(h.Key)] = string(h.Value)
 		d.Headers = append(d.Headers, newKeyValue(h.Key, h.Value))
 	}
-	d.MessageID = readable(d.record.Headers["message_id"])
+	d.MessageID = readable(d.record.Headers[kafka.HeaderMessageID])
 	return d, nil
 }
 

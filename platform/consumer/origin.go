@@ -3,15 +3,14 @@ package consumer
 import (
 	"errors"
 	"fmt"
+
+	"github.com/pinmarket/pin/platform/kafka"
 )
 
-// HeaderEventOrigin is the record header that says why the producer wrote
-// the record: "transition" (or no such header) for a change of the
-// aggregate, "snapshot" for a re-publication of its current state.
-const HeaderEventOrigin = "event_origin"
-
-// Origin says why a record was written. The kit reads it from the
-// HeaderEventOrigin header into Event.Origin; handlers need not decode it.
+// Origin says why a record was written: a change of the aggregate, or a
+// re-publication of its current state. The kit reads it from the
+// event_origin header (kafka.HeaderEventOrigin) into Event.Origin; handlers
+// need not decode it.
 type Origin uint8
 
 const (
@@ -34,7 +33,7 @@ func (o Origin) String() string {
 	return "transition"
 }
 
-// ErrUnknownOrigin is wrapped by OriginOf's error for a HeaderEventOrigin
+// ErrUnknownOrigin is wrapped by OriginOf's error for a kafka.HeaderEventOrigin
 // value the kit does not know. The runner dead-letters such a record:
 // neither applying it as a change (a consumer might notify twice) nor
 // dropping it is safe, and `pin consumer dead-letters replay` hands it back
@@ -45,12 +44,12 @@ var ErrUnknownOrigin = errors.New("unknown event origin")
 // "transition", OriginSnapshot when it is "snapshot", and an error wrapping
 // ErrUnknownOrigin for any other value, the empty one included.
 func OriginOf(r Record) (Origin, error) {
-	v, ok := r.Headers[HeaderEventOrigin]
+	v, ok := r.Headers[kafka.HeaderEventOrigin]
 	switch {
 	case !ok || v == "transition":
 		return OriginTransition, nil
 	case v == "snapshot":
 		return OriginSnapshot, nil
 	}
-	return OriginTransition, fmt.Errorf("%w: %s header %q", ErrUnknownOrigin, HeaderEventOrigin, v)
+	return OriginTransition, fmt.Errorf("%w: %s header %q", ErrUnknownOrigin, kafka.HeaderEventOrigin, v)
 }

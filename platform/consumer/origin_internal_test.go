@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -56,9 +57,9 @@ func withOrigin(tb testing.TB, k *kit, value *string) (*sarama.ConsumerMessage, 
 	e := kitEvent{MessageID: uuid.New(), Aggregate: uuid.NewString(), Version: 1}
 	body, err := json.Marshal(e)
 	require.NoError(tb, err)
-	headers := []*sarama.RecordHeader{{Key: []byte("message_id"), Value: []byte(e.MessageID.String())}}
+	headers := []*sarama.RecordHeader{{Key: []byte(kafka.HeaderMessageID), Value: []byte(e.MessageID.String())}}
 	if value != nil {
-		headers = append(headers, &sarama.RecordHeader{Key: []byte(HeaderEventOrigin), Value: []byte(*value)})
+		headers = append(headers, &sarama.RecordHeader{Key: []byte(kafka.HeaderEventOrigin), Value: []byte(*value)})
 	}
 	return k.record([]byte(e.Aggregate), body, headers...), e.Aggregate
 }

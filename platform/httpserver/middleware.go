@@ -14,7 +14,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/pinmarket/pin/platform/apperror"
-	"github.com/pinmarket/pin/platform/observability"
+	"github.com/pinmarket/pin/platform/correlation"
 )
 
 // RouteUnmatched is the route label of requests that matched no route (the
@@ -37,7 +37,7 @@ func requestID(logger *slog.Logger) echo.MiddlewareFunc {
 				id = uuid.NewString()
 			}
 			c.Response().Header().Set(echo.HeaderXRequestID, id)
-			c.SetRequest(req.WithContext(observability.WithRequestID(req.Context(), id)))
+			c.SetRequest(req.WithContext(correlation.WithRequestID(req.Context(), id)))
 			c.Set(loggerKey, logger)
 			c.Set(unavailableLogKey, unavailableLog)
 			return next(c)

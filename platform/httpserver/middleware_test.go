@@ -16,8 +16,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pinmarket/pin/platform/correlation"
 	"github.com/pinmarket/pin/platform/httpserver"
-	"github.com/pinmarket/pin/platform/observability"
 )
 
 func TestPanicBecomes500AndServerStaysUp(t *testing.T) {
@@ -117,7 +117,7 @@ func TestRequestID(t *testing.T) {
 	b := newTestBundle(t, httpserver.Config{})
 	var seen string
 	b.e.GET("/id", func(c *echo.Context) error {
-		seen = observability.RequestID(c.Request().Context())
+		seen = correlation.RequestID(c.Request().Context())
 		return c.NoContent(http.StatusNoContent)
 	})
 

@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pinmarket/pin/platform/apperror"
-	"github.com/pinmarket/pin/platform/observability"
+	"github.com/pinmarket/pin/platform/correlation"
 )
 
 // ProblemContentType is the media type of every error response (RFC 9457).
@@ -160,7 +160,7 @@ func problemOf(c *echo.Context, err error) (p ProblemDetails, cause error) {
 	req := c.Request()
 	p = ProblemDetails{
 		Instance:  Truncate(req.URL.Path, MaxEchoedPathBytes),
-		RequestID: observability.RequestID(req.Context()),
+		RequestID: correlation.RequestID(req.Context()),
 	}
 	setStatus := func(status int, slug string) {
 		p.Status, p.Type, p.Title = status, ProblemTypeBase+slug, http.StatusText(status)

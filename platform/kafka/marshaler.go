@@ -8,23 +8,11 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 )
 
-// Metadata keys of an outbox message that become the Kafka record's key and
-// headers. platform/outbox re-exports them as its Meta* constants.
-const (
-	MetaPartitionKey    = "partition_key"
-	MetaEventType       = "event_type"
-	MetaContractVersion = "contract_version"
-	MetaCorrelationID   = "correlation_id"
-	MetaTraceparent     = "traceparent"
-	// MetaEventOrigin says why a message was written when that was not a
-	// transition: "snapshot" for `pin promotion snapshot`. Absent means a
-	// transition.
-	MetaEventOrigin = "event_origin"
-)
-
 // Record header names. These and nothing else go on the wire
 // (docs/contracts: message_id, event_type, contract_version, correlation_id,
 // traceparent when a trace is active, event_origin on a snapshot's record).
+// A module's contract names them too, for consumers that import no platform;
+// its tests hold the two equal.
 const (
 	HeaderMessageID       = "message_id"
 	HeaderEventType       = "event_type"
@@ -32,6 +20,20 @@ const (
 	HeaderCorrelationID   = "correlation_id"
 	HeaderTraceparent     = "traceparent"
 	HeaderEventOrigin     = "event_origin"
+)
+
+// Metadata keys of an outbox message: partition_key becomes the record's
+// key, and each other key becomes the header of the same name.
+const (
+	MetaPartitionKey    = "partition_key"
+	MetaEventType       = HeaderEventType
+	MetaContractVersion = HeaderContractVersion
+	MetaCorrelationID   = HeaderCorrelationID
+	MetaTraceparent     = HeaderTraceparent
+	// MetaEventOrigin says why a message was written when that was not a
+	// transition: "snapshot" for `pin promotion snapshot`. Absent means a
+	// transition.
+	MetaEventOrigin = HeaderEventOrigin
 )
 
 // ErrNoPartitionKey is returned for a message without the partition_key

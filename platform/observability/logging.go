@@ -1,6 +1,6 @@
 // Package observability sets up the service's logs (log/slog, JSON), its
-// Prometheus registry and its OpenTelemetry tracer provider, and carries the
-// request id and run id of the work in progress through the context.
+// Prometheus registry and its OpenTelemetry tracer provider. Its logger adds
+// the request id and run id that platform/correlation carries in the context.
 package observability
 
 import (
@@ -14,27 +14,6 @@ import (
 
 	"github.com/pinmarket/pin/platform/correlation"
 )
-
-// WithRequestID returns a context carrying the HTTP request id.
-func WithRequestID(ctx context.Context, id string) context.Context {
-	return correlation.WithRequestID(ctx, id)
-}
-
-// WithRunID returns a context carrying the id of a background run (such as
-// one expiry cycle).
-func WithRunID(ctx context.Context, id string) context.Context {
-	return correlation.WithRunID(ctx, id)
-}
-
-// RequestID returns the request id in ctx, or "".
-func RequestID(ctx context.Context) string { return correlation.RequestID(ctx) }
-
-// RunID returns the run id in ctx, or "".
-func RunID(ctx context.Context) string { return correlation.RunID(ctx) }
-
-// CorrelationID is the id that ties an event to the operation that caused
-// it: the run id of a background cycle, else the HTTP request id.
-func CorrelationID(ctx context.Context) string { return correlation.ID(ctx) }
 
 // ParseLevel turns a PIN_LOG_LEVEL value into a slog level.
 func ParseLevel(s string) (slog.Level, error) {
@@ -63,10 +42,10 @@ func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
 type contextHandler struct{ slog.Handler }
 
 func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
-	if id := RequestID(ctx); id != "" {
+	if id := correlation.RequestID(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
 	}
-	if id := RunID(ctx); id != "" {
+	if id := correlation.RunID(ctx); id != "" {
 		r.AddAttrs(slog.String("run_id", id))
 	}
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/pinmarket/pin/platform/correlation"
 	"github.com/pinmarket/pin/platform/observability"
 )
 
@@ -22,7 +23,7 @@ func TestLoggerCarriesRequestAndRunIDs(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	logger := observability.NewLogger(&buf, -4)
-	ctx := observability.WithRunID(observability.WithRequestID(context.Background(), "req-1"), "run-1")
+	ctx := correlation.WithRunID(correlation.WithRequestID(context.Background(), "req-1"), "run-1")
 	logger.InfoContext(ctx, "cycle started", "as_of", "now")
 
 	var line map[string]any
@@ -30,8 +31,8 @@ func TestLoggerCarriesRequestAndRunIDs(t *testing.T) {
 	require.Equal(t, "cycle started", line["msg"])
 	require.Equal(t, "req-1", line["request_id"])
 	require.Equal(t, "run-1", line["run_id"])
-	require.Equal(t, "run-1", observability.CorrelationID(ctx), "a run id wins over the request id")
-	require.Equal(t, "req-1", observability.CorrelationID(observability.WithRequestID(context.Background(), "req-1")))
+	require.Equal(t, "run-1", correlation.ID(ctx), "a run id wins over the request id")
+	require.Equal(t, "req-1", correlation.ID(correlation.WithRequestID(context.Background(), "req-1")))
 }
 
 // TestLoggerCarriesTraceAndSpanIDs: a line written inside a span names it,

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -129,12 +130,9 @@ func (r *benchRig) startRelay(b testing.TB) {
 	b.Helper()
 	// The production defaults, as pin serve runs with PIN_OUTBOX_* unset.
 	r.relayOnce.Do(func() {
-		r.testBundle.startRelay(b, outbox.RelayConfig{Brokers: r.brokers, PollInterval: defaultPoll}, nil)
+		r.testBundle.startRelay(b, outbox.RelayConfig{Brokers: r.brokers, PollInterval: config.Defaults().OutboxPollInterval}, nil)
 	})
 }
-
-// defaultPoll is PIN_OUTBOX_POLL_INTERVAL's default (platform/config).
-const defaultPoll = 50 * time.Millisecond
 
 // prefill commits n events in one set-based INSERT ... SELECT
 // generate_series, in the row layout the Publisher writes, keyed over 500

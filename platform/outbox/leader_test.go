@@ -140,8 +140,18 @@ func TestRelayRefusesSessionTimeoutsItCannotKeep(t *testing.T) {
 		{outbox.RelayConfig{LockRetryInterval: 5 * time.Second}, "LockRetryInterval 5s must be shorter than SessionTimeout 5s"},
 		{outbox.RelayConfig{SessionTimeout: 500 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond}, "SessionTimeout 500ms is below 1s"},
 	} {
-		tc.cfg.Brokers, tc.cfg.Topics = []string{"127.0.0.1:1"}, []string{topic}
+		tc.cfg.Brokers, tc.cfg.Topics, tc.cfg.PollInterval = []string{"127.0.0.1:1"}, []string{topic}, time.Second
 		_, err := outbox.NewRelay(db, tc.cfg, testLogger(), prometheus.NewRegistry(), noop.NewTracerProvider())
 		require.ErrorContains(t, err, tc.want)
 	}
+}
+
+// TestRelayRequiresAPollInterval: the relay has no poll interval of its
+// own; PIN_OUTBOX_POLL_INTERVAL's default lives in platform/config.
+func TestRelayRequiresAPollInterval(t *testing.T) {
+	t.Parallel()
+	db := setup(t).db.SQL
+	_, err := outbox.NewRelay(db, outbox.RelayConfig{Brokers: []string{"127.0.0.1:1"}, Topics: []string{topic}},
+		testLogger(), prometheus.NewRegistry(), noop.NewTracerProvider())
+	require.ErrorContains(t, err, "no PollInterval (PIN_OUTBOX_POLL_INTERVAL)")
 }

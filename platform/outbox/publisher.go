@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pinmarket/pin/platform/correlation"
 	"github.com/pinmarket/pin/platform/kafka"
-	"github.com/pinmarket/pin/platform/observability"
 )
 
 const instrumentation = "github.com/pinmarket/pin/platform/outbox"
@@ -49,14 +49,14 @@ func (p *Publisher) start(ctx context.Context, kafkaTopic string, msgs []*messag
 		))
 	// A background cycle's publication carries its run id (the expiry job's
 	// design document asks for it on the publish span).
-	if runID := observability.RunID(ctx); runID != "" {
+	if runID := correlation.RunID(ctx); runID != "" {
 		span.SetAttributes(attribute.String("pin.run_id", runID))
 	}
 
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)
 	traceparent := carrier.Get(kafka.MetaTraceparent)
-	correlationID := observability.CorrelationID(ctx)
+	correlationID := correlation.ID(ctx)
 
 	for _, msg := range msgs {
 		if err := checkMessage(msg); err != nil {

@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/pinmarket/pin/platform/correlation"
 	"github.com/pinmarket/pin/platform/kafka"
-	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
@@ -91,7 +91,7 @@ func TestPublishCarriesTraceAndCorrelation(t *testing.T) {
 	pub, err := outbox.NewPublisher(tp)
 	require.NoError(t, err)
 
-	ctx, span := tp.Tracer("test").Start(observability.WithRequestID(b.ctx, "req-42"), "use case")
+	ctx, span := tp.Tracer("test").Start(correlation.WithRequestID(b.ctx, "req-42"), "use case")
 	defer span.End()
 	msg := event("purchase-1", 1)
 	require.NoError(t, postgres.InTx(ctx, b.db.Gorm, func(tx postgres.Tx) error {

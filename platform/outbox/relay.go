@@ -28,7 +28,8 @@ type RelayConfig struct {
 	// has its own outbox table (TableName) created by a migration. Required.
 	Topics []string
 	// PollInterval is how long the active relay pauses after finding the
-	// outbox empty (default DefaultPollInterval); after a non-empty batch it looks again at
+	// outbox empty. Required: PIN_OUTBOX_POLL_INTERVAL, whose default
+	// platform/config holds. After a non-empty batch it looks again at
 	// once, and for the next ten empty reads it pauses a tenth of it. It
 	// bounds the commit-to-Kafka latency of the first event after a quiet
 	// spell. A pause longer than SessionTimeout/5 is cut to it: the read is
@@ -64,14 +65,7 @@ type RelayConfig struct {
 	ApplicationName string
 }
 
-// DefaultPollInterval is RelayConfig.PollInterval when not set, and
-// PIN_OUTBOX_POLL_INTERVAL's default.
-const DefaultPollInterval = 50 * time.Millisecond
-
 func (c *RelayConfig) setDefaults() {
-	if c.PollInterval <= 0 {
-		c.PollInterval = DefaultPollInterval
-	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 200
 	}
@@ -123,6 +117,9 @@ func NewRelay(db *sql.DB, cfg RelayConfig, logger *slog.Logger, reg prometheus.R
 	}
 	if len(cfg.Topics) == 0 {
 		return nil, errors.New("outbox: NewRelay: no topics")
+	}
+	if cfg.PollInterval <= 0 {
+		return nil, errors.New("outbox: NewRelay: no PollInterval (PIN_OUTBOX_POLL_INTERVAL)")
 	}
 	seen := map[string]bool{}
 	for _, t := range cfg.Topics {

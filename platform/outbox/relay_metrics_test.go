@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -18,7 +19,7 @@ func TestRelayExportsItsMetricsFromTheStart(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	reg := prometheus.NewRegistry()
-	_, err := outbox.NewRelay(b.db.SQL, outbox.RelayConfig{Brokers: []string{"127.0.0.1:1"}, Topics: []string{topic}},
+	_, err := outbox.NewRelay(b.db.SQL, outbox.RelayConfig{Brokers: []string{"127.0.0.1:1"}, Topics: []string{topic}, PollInterval: time.Second},
 		b.logger, reg, noop.NewTracerProvider())
 	require.NoError(t, err)
 

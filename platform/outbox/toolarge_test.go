@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
@@ -89,7 +90,7 @@ func TestOversizedRowsHoldNoOtherKey(t *testing.T) {
 	rig := newBenchRig(t)
 	reg := prometheus.NewRegistry()
 	rig.relayOnce.Do(func() {
-		rig.testBundle.startRelay(t, outbox.RelayConfig{Brokers: rig.brokers, PollInterval: defaultPoll}, reg)
+		rig.testBundle.startRelay(t, outbox.RelayConfig{Brokers: rig.brokers, PollInterval: config.Defaults().OutboxPollInterval}, reg)
 	})
 	inserted := make(chan error, 1)
 	timer := time.AfterFunc(time.Second, func() {

@@ -27,7 +27,10 @@ const (
 )
 
 // Kafka record header names. The record key is the purchase id; the headers
-// below are the only ones a producer sets.
+// below are the only ones a producer sets. platform/kafka's marshaler writes
+// the same names (a platform imports no module, and this package imports no
+// platform, so consumers need only it); TestHeadersAreTheMarshalers holds
+// the two lists equal.
 const (
 	// HeaderMessageID carries the envelope's messageId, for deduplication
 	// without parsing the value.

@@ -4,6 +4,10 @@ package contract
 // values. A consumer keeps a value it does not know as the string it received
 // (Decode logs a warning) and Known reports false for it; only the producer
 // is held to the values listed here (Validate).
+//
+// The module's domain keeps lists of its own (internal/domain/kinds.go), on
+// purpose: these are what the wire promises, those what the module stores;
+// a test of the module's event mapping holds them to the same values.
 
 // Status is the status of a purchase after a transition.
 type Status string

@@ -29,6 +29,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
+	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/host"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
@@ -55,8 +56,8 @@ import (
 func TestExpiredEventReachesKafkaWithinOneInterval(t *testing.T) {
 	t.Parallel()
 	var (
-		interval = promotion.DefaultExpireSettings().Interval
-		relayGap = outbox.DefaultPollInterval
+		interval = config.Defaults().ExpireInterval
+		relayGap = config.Defaults().OutboxPollInterval
 		bound    = interval + relayGap
 	)
 	db := testbed.NewDatabase(t)
@@ -96,7 +97,7 @@ func TestExpiredEventReachesKafkaWithinOneInterval(t *testing.T) {
 			DB: gdb, Outbox: promotiontest.Publisher(t, nil), Logger: slog.New(slog.DiscardHandler),
 		})
 		require.NoError(t, err)
-		relay, err := outbox.NewRelay(sqlDB, outbox.RelayConfig{Brokers: brokers, Topics: module.OutboxTopics()},
+		relay, err := outbox.NewRelay(sqlDB, outbox.RelayConfig{Brokers: brokers, Topics: module.OutboxTopics(), PollInterval: relayGap},
 			slog.New(slog.DiscardHandler), prometheus.NewRegistry(), noop.NewTracerProvider())
 		require.NoError(t, err)
 		testbed.StartRunner(t, relay)

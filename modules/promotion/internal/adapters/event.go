@@ -11,8 +11,8 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/platform/correlation"
 	"github.com/pinmarket/pin/platform/kafka"
-	"github.com/pinmarket/pin/platform/observability"
 )
 
 // purchaseChangedV1Message builds the contract version 1 message of the
@@ -37,7 +37,7 @@ func purchaseChangedV1Message(ctx context.Context, p *domain.Purchase, occurredA
 	msg.Metadata.Set(kafka.MetaPartitionKey, p.ID().String())
 	msg.Metadata.Set(kafka.MetaEventType, contract.EventType)
 	msg.Metadata.Set(kafka.MetaContractVersion, strconv.Itoa(contract.ContractVersion))
-	if id := observability.CorrelationID(ctx); id != "" {
+	if id := correlation.ID(ctx); id != "" {
 		msg.Metadata.Set(kafka.MetaCorrelationID, id)
 	}
 	return msg, nil

@@ -68,7 +68,7 @@ func TestExpireBatchLockTimeoutIsAFault(t *testing.T) {
 	ids := b.insertDue(t, 5)
 	release := b.holdOutboxLock(t)
 
-	_, err := b.cycle.Run(b.ctx, app.ExpireSettings{BatchSize: 200}.WithDefaults())
+	_, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 200}))
 
 	require.ErrorContains(t, err, "SQLSTATE 55P03")
 	b.requireBatchFault(t, ids)
@@ -90,7 +90,7 @@ BEGIN
 END $$`, `CREATE TRIGGER expire_test_slow BEFORE UPDATE ON promotion.promotion_purchases
 	FOR EACH STATEMENT EXECUTE FUNCTION promotion.expire_test_slow()`)
 
-	_, err := b.cycle.Run(b.ctx, app.ExpireSettings{BatchSize: 200}.WithDefaults())
+	_, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 200}))
 
 	require.ErrorContains(t, err, "SQLSTATE 57014")
 	b.requireBatchFault(t, ids)
@@ -137,7 +137,7 @@ func TestExpireStopCancelsBlockedBatchOnTheServer(t *testing.T) {
 	ctx, stop := context.WithCancel(b.ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := b.cycle.Run(ctx, app.ExpireSettings{BatchSize: 200, StopTimeout: 100 * time.Millisecond}.WithDefaults())
+		_, err := b.cycle.Run(ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 200, StopTimeout: 100 * time.Millisecond}))
 		done <- err
 	}()
 	b.db.WaitForLockWaiters(t, 1)
@@ -175,7 +175,7 @@ func TestExpireOutboxRefusingEveryEventIsAFault(t *testing.T) {
 	ids := b.insertDue(t, 12)
 	b.exec(t, `ALTER TABLE `+outboxTable+` ADD CONSTRAINT expire_test_refuse_all CHECK (false) NOT VALID`)
 
-	_, err := b.cycle.Run(b.ctx, app.ExpireSettings{BatchSize: 50}.WithDefaults())
+	_, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 50}))
 
 	require.ErrorContains(t, err, "SQLSTATE 23514")
 	require.ErrorContains(t, err, "expire_test_refuse_all")
@@ -193,7 +193,7 @@ func TestExpirePurchasesConstraintRefusingEveryRowIsAFault(t *testing.T) {
 	ids := b.insertDue(t, 12)
 	b.exec(t, `ALTER TABLE promotion.promotion_purchases ADD CONSTRAINT expire_test_refuse_all CHECK (status <> 'Expired') NOT VALID`)
 
-	_, err := b.cycle.Run(b.ctx, app.ExpireSettings{BatchSize: 50}.WithDefaults())
+	_, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 50}))
 
 	var alike *app.RefusedAlikeError
 	require.ErrorAs(t, err, &alike)

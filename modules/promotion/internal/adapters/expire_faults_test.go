@@ -42,7 +42,7 @@ func TestExpireFaultClassByRealStatement(t *testing.T) {
 			ids := b.insertDue(t, 5)
 			b.failUpdatesOf(t, ids[2], tc.sqlstate)
 
-			res, err := b.cycle.Run(b.ctx, app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}.WithDefaults())
+			res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}))
 
 			poison := promotiontest.Count(t, b.db, `SELECT count(*) FROM promotion.expire_poison`)
 			if tc.rowFault {

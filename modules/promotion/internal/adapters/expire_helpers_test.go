@@ -65,7 +65,7 @@ func newExpireBundle(tb testing.TB) *expireBundle {
 // run runs one cycle with the given batch size and batch limit.
 func (b *expireBundle) run(tb testing.TB, batchSize, maxBatches int) app.ExpireCycleResult {
 	tb.Helper()
-	res, err := b.cycle.Run(b.ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: maxBatches}.WithDefaults())
+	res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: maxBatches}))
 	require.NoError(tb, err)
 	return res
 }

@@ -307,7 +307,7 @@ func TestExpireInfrastructureErrorRollsBackBatch(t *testing.T) {
 	// row's fault.
 	b.failUpdatesOf(t, ids[3], "40001")
 
-	res, err := b.cycle.Run(b.ctx, app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}.WithDefaults())
+	res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}))
 
 	require.Error(t, err)
 	require.Zero(t, res.Expired)
@@ -364,7 +364,7 @@ func TestExpireParallelInstances(t *testing.T) {
 	ids := b.insertDue(t, 1000)
 
 	instance := func() (int, int, error) {
-		res, err := b.cycle.Run(b.ctx, app.ExpireSettings{BatchSize: 50, MaxBatchesPerCycle: 1}.WithDefaults())
+		res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 50, MaxBatchesPerCycle: 1}))
 		return res.Expired, res.SkippedLocked, err
 	}
 	total, skipped := promotiontest.DrainConcurrently(t, instance, instance, instance)
@@ -526,7 +526,7 @@ func TestExpireRacesWithCancel(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := b.cycle.Run(b.ctx, app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 1}.WithDefaults()); err != nil {
+				if _, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 1})); err != nil {
 					errs <- err
 					return
 				}
@@ -637,7 +637,7 @@ func BenchmarkExpireBatch200(b *testing.B) {
 		bundle.insertDue(b, 200)
 		before := processCPU(b)
 		b.StartTimer()
-		res, err := bundle.cycle.Run(bundle.ctx, app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}.WithDefaults())
+		res, err := bundle.cycle.Run(bundle.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}))
 		b.StopTimer()
 		cpu += processCPU(b) - before
 		b.StartTimer()
@@ -713,7 +713,7 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	store, err := NewExpireRepository(b.db.Gorm, b.publisher)
 	require.NoError(t, err)
 	cycle := promotiontest.ExpireCycle(t, store, ports.ExpireTelemetryDeps{})
-	res, err := cycle.Run(b.ctx, app.ExpireSettings{BatchSize: batch, MaxBatchesPerCycle: 1}.WithDefaults())
+	res, err := cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batch, MaxBatchesPerCycle: 1}))
 	require.NoError(t, err)
 	require.Equal(t, batch-1, res.Expired)
 	require.Equal(t, 1, res.Failed, "one place kept for a retry")

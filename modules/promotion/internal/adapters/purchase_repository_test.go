@@ -17,8 +17,8 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/apperror"
+	"github.com/pinmarket/pin/platform/correlation"
 	"github.com/pinmarket/pin/platform/kafka"
-	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -273,7 +273,7 @@ func TestPurchaseChangedMessage(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, p.Cancel("secret reason", uuid.New(), time.Now()))
 
-	ctx := observability.WithRunID(context.Background(), "run-7")
+	ctx := correlation.WithRunID(context.Background(), "run-7")
 	msg, err := adapters.PurchaseChangedV1().Message(ctx, p, p.UpdatedAt(), uuid.Must(uuid.NewV7()))
 	require.NoError(t, err)
 	env, err := contract.Decode(msg.Payload, nil)

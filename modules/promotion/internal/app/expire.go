@@ -14,7 +14,8 @@ import (
 	"github.com/pinmarket/pin/platform/correlation"
 )
 
-// ExpireSettings are the expiry cycle's settings (PIN_EXPIRE_*, interfaces.md).
+// ExpireSettings are the expiry cycle's settings (PIN_EXPIRE_*, interfaces.md);
+// their defaults live in platform/config, and the module fills them from there.
 type ExpireSettings struct {
 	// Interval is the time between the starts of two cycles.
 	Interval time.Duration
@@ -31,34 +32,6 @@ type ExpireSettings struct {
 	// then its statement is cancelled on the server and it rolls back
 	// whole. `pin serve` and `--once` give it half of PIN_SHUTDOWN_TIMEOUT.
 	StopTimeout time.Duration
-}
-
-// DefaultExpireSettings are the design document's: a 60 s interval, one
-// batch of 200 per cycle, a 30 s budget; and half the default 30 s
-// shutdown timeout for a stop.
-func DefaultExpireSettings() ExpireSettings {
-	return ExpireSettings{Interval: 60 * time.Second, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: 30 * time.Second,
-		StopTimeout: 15 * time.Second}
-}
-
-// WithDefaults fills the zero Interval, BatchSize, CycleBudget and
-// StopTimeout from DefaultExpireSettings. A zero MaxBatchesPerCycle stays:
-// it means no limit.
-func (s ExpireSettings) WithDefaults() ExpireSettings {
-	d := DefaultExpireSettings()
-	if s.Interval <= 0 {
-		s.Interval = d.Interval
-	}
-	if s.BatchSize <= 0 {
-		s.BatchSize = d.BatchSize
-	}
-	if s.CycleBudget <= 0 {
-		s.CycleBudget = d.CycleBudget
-	}
-	if s.StopTimeout <= 0 {
-		s.StopTimeout = d.StopTimeout
-	}
-	return s
 }
 
 // ExpireStore is the storage side of the expiry cycle.
@@ -220,27 +193,18 @@ func (r ExpireCycleResult) MarshalJSON() ([]byte, error) {
 	}{r.RunID.String(), r.AsOf, r.Expired, r.SkippedLocked, r.Failed, r.Duration.Milliseconds()})
 }
 
-// ExpireObserver is what an expiry cycle reports, in the order it happens:
-// a cycle's start, each batch's start and outcome, the cycle's outcome.
-// Logs, metrics and spans implement it (ports.ExpireTelemetry); the cycle
-// itself knows none of them. A Started method returns the context the work
-// runs under, so a span can carry what follows.
+// ExpireObserver reports an expiry cycle, which itself knows no telemetry
+// (ports.ExpireTelemetry writes the logs, metrics and spans). Each method is
+// called as its work starts, and returns the context the work runs under (so
+// a span carries what follows) and end, which the cycle calls once with the
+// work's outcome.
 type ExpireObserver interface {
-	// CycleStarted reports a cycle whose RunID and AsOf are set.
-	CycleStarted(ctx context.Context, cycle ExpireCycleResult, settings ExpireSettings) context.Context
-	// BatchStarted reports a batch about to run with limit rows at most.
-	BatchStarted(ctx context.Context, limit int) context.Context
-	// BatchCommitted reports a committed batch: what it selected, expired,
-	// left out as poison and dropped as changed by another writer.
-	BatchCommitted(ctx context.Context, batch ExpireBatchResult)
-	// BatchFailed reports a batch rolled back on an infrastructure error.
-	BatchFailed(ctx context.Context, err error)
-	// CycleCompleted reports a cycle that ended without an infrastructure
-	// error, with its counts and duration.
-	CycleCompleted(ctx context.Context, cycle ExpireCycleResult)
-	// CycleFailed reports a cycle that ended on err, with the counts of the
-	// batches committed before it.
-	CycleFailed(ctx context.Context, cycle ExpireCycleResult, err error)
+	// Cycle reports a cycle whose RunID and AsOf are set; end gets its
+	// counts and duration, and the infrastructure error it ended on, if any.
+	Cycle(ctx context.Context, cycle ExpireCycleResult, settings ExpireSettings) (_ context.Context, end func(ExpireCycleResult, error))
+	// Batch reports a batch of at most limit rows; end gets what it
+	// committed, or the error that rolled it back.
+	Batch(ctx context.Context, limit int) (_ context.Context, end func(ExpireBatchResult, error))
 }
 
 // ExpireCycle runs expiry cycles: every Active purchase whose EndsAt has
@@ -279,7 +243,7 @@ func NewExpireCycle(store ExpireStore, observer ExpireObserver, now func() time.
 func (c *ExpireCycle) Run(ctx context.Context, settings ExpireSettings) (ExpireCycleResult, error) {
 	started := time.Now()
 	if settings.BatchSize <= 0 || settings.CycleBudget <= 0 || settings.StopTimeout <= 0 {
-		return ExpireCycleResult{}, fmt.Errorf("expire promotions: batch size %d, budget %s and stop timeout %s must be positive (ExpireSettings.WithDefaults)",
+		return ExpireCycleResult{}, fmt.Errorf("expire promotions: batch size %d, budget %s and stop timeout %s must be positive (PIN_EXPIRE_*)",
 			settings.BatchSize, settings.CycleBudget, settings.StopTimeout)
 	}
 	runID, err := uuid.NewV7()
@@ -288,7 +252,7 @@ func (c *ExpireCycle) Run(ctx context.Context, settings ExpireSettings) (ExpireC
 	}
 	res := ExpireCycleResult{RunID: runID, AsOf: c.now().UTC().Truncate(time.Microsecond)}
 	ctx = correlation.WithRunID(ctx, runID.String())
-	ctx = c.observer.CycleStarted(ctx, res, settings)
+	ctx, end := c.observer.Cycle(ctx, res, settings)
 
 	// The work is not cancelled with ctx, nor by the budget: a batch is
 	// finished whole, unless a stop has waited StopTimeout for it.
@@ -296,11 +260,10 @@ func (c *ExpireCycle) Run(ctx context.Context, settings ExpireSettings) (ExpireC
 	err = c.runBatches(ctx, work, started.Add(settings.CycleBudget), settings, &res)
 	release()
 	res.Duration = time.Since(started)
+	end(res, err)
 	if err != nil {
-		c.observer.CycleFailed(ctx, res, err)
 		return res, fmt.Errorf("expire promotions: run %s: %w", runID, err)
 	}
-	c.observer.CycleCompleted(ctx, res)
 	return res, nil
 }
 
@@ -366,7 +329,7 @@ func afterStop(ctx context.Context, timeout time.Duration) (work context.Context
 
 // runBatch runs one batch and reports it.
 func (c *ExpireCycle) runBatch(ctx context.Context, settings ExpireSettings, asOf time.Time, exclude []uuid.UUID) (ExpireBatchResult, error) {
-	ctx = c.observer.BatchStarted(ctx, settings.BatchSize)
+	ctx, end := c.observer.Batch(ctx, settings.BatchSize)
 	b, err := c.store.ExpireBatch(ctx, ExpireBatch{
 		AsOf:        asOf,
 		Limit:       settings.BatchSize,
@@ -378,9 +341,9 @@ func (c *ExpireCycle) runBatch(ctx context.Context, settings ExpireSettings, asO
 		if cause := context.Cause(ctx); cause != nil {
 			err = fmt.Errorf("%w (%v)", err, cause)
 		}
-		c.observer.BatchFailed(ctx, err)
+		end(ExpireBatchResult{}, err)
 		return ExpireBatchResult{}, fmt.Errorf("expire batch: %w", err)
 	}
-	c.observer.BatchCommitted(ctx, b)
+	end(b, nil)
 	return b, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
 // A stop lets the batch in flight run on for StopTimeout, and then cancels
@@ -34,7 +35,7 @@ func TestExpireCycleStopTimeoutCancelsBatchInFlight(t *testing.T) {
 			},
 		}}
 		h, reg := newCycle(t, store)
-		res, err := h.Run(ctx, app.ExpireSettings{BatchSize: 10, StopTimeout: 2 * time.Second}.WithDefaults())
+		res, err := h.Run(ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, StopTimeout: 2 * time.Second}))
 		require.ErrorContains(t, err, "57014")
 		require.ErrorContains(t, err, "stop timeout (2s)")
 		require.Equal(t, 3*time.Second, cancelledAt, "one second to the stop, two more to its timeout")
@@ -57,7 +58,7 @@ func TestExpireCycleStopTimeoutSparesBatchThatFinishes(t *testing.T) {
 			},
 		}}
 		h, _ := newCycle(t, store)
-		res, err := h.Run(ctx, app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0, StopTimeout: 2 * time.Second}.WithDefaults())
+		res, err := h.Run(ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0, StopTimeout: 2 * time.Second}))
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Batches, "committed, and no batch after the stop")
 	})
@@ -120,7 +121,7 @@ func TestExpireCyclePoisonKeepsARetryPlaceInFullBatches(t *testing.T) {
 			poison := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
 			store := &backlogStore{due: 1_000_000, poison: slices.Clone(poison)}
 			h, _ := newCycle(t, store)
-			settings := app.ExpireSettings{BatchSize: tc.batch, MaxBatchesPerCycle: tc.maxBatches}.WithDefaults()
+			settings := promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: tc.batch, MaxBatchesPerCycle: tc.maxBatches})
 			lastTried := map[uuid.UUID]int{}
 			for cycle := 1; cycle <= 30; cycle++ {
 				dueBefore := store.due

@@ -73,10 +73,10 @@ func TestExpireCycleDefaults(t *testing.T) {
 	t.Parallel()
 	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){partial(0)}}
 	h, _ := newCycle(t, store)
-	res, err := h.Run(context.Background(), app.ExpireSettings{}.WithDefaults())
+	res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{}))
 	require.NoError(t, err)
 	require.Len(t, store.batches, 1)
-	require.Equal(t, app.DefaultExpireSettings().BatchSize, store.batches[0].Limit)
+	require.Equal(t, promotiontest.ExpireSettings(app.ExpireSettings{}).BatchSize, store.batches[0].Limit)
 	require.Equal(t, res.AsOf, store.batches[0].AsOf)
 	require.Equal(t, time.UTC, res.AsOf.Location())
 	require.Equal(t, res.AsOf, res.AsOf.Truncate(time.Microsecond))
@@ -102,7 +102,7 @@ func TestExpireCycleBatchLimit(t *testing.T) {
 			t.Parallel()
 			store := &scriptedStore{script: tc.script}
 			h, _ := newCycle(t, store)
-			res, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: tc.maxBatches}.WithDefaults())
+			res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: tc.maxBatches}))
 			require.NoError(t, err)
 			require.Equal(t, tc.want, res.Batches)
 			require.Len(t, store.batches, tc.want)
@@ -133,7 +133,7 @@ func TestExpireCycleBudget(t *testing.T) {
 					},
 				}}
 				h, _ := newCycle(t, store)
-				res, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 10, CycleBudget: tc.budget}.WithDefaults())
+				res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, CycleBudget: tc.budget}))
 				require.NoError(t, err)
 				require.Equal(t, tc.want, res.Batches)
 			})
@@ -153,7 +153,7 @@ func TestExpireCycleStopFinishesBatchInFlight(t *testing.T) {
 		},
 	}}
 	h, _ := newCycle(t, store)
-	res, err := h.Run(ctx, app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0}.WithDefaults())
+	res, err := h.Run(ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0}))
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Batches, "no batch after the stop")
 	require.NoError(t, store.ctxErrs[0], "the batch in flight was not cancelled")
@@ -173,7 +173,7 @@ func TestExpireCycleInfrastructureError(t *testing.T) {
 		},
 	}}
 	h, reg := newCycle(t, store)
-	res, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 2, MaxBatchesPerCycle: 0}.WithDefaults())
+	res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 2, MaxBatchesPerCycle: 0}))
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, 1, res.Batches)
 	require.Equal(t, 1, res.Failed)
@@ -194,7 +194,7 @@ func TestExpireCycleExcludesFailedItems(t *testing.T) {
 		partial(0),
 	}}
 	h, _ := newCycle(t, store)
-	res, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}.WithDefaults())
+	res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}))
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Batches)
 	require.Empty(t, store.batches[0].Exclude)
@@ -214,7 +214,7 @@ func TestExpireCycleCountsSupersededWithSkipped(t *testing.T) {
 		partial(0),
 	}}
 	h, reg := newCycle(t, store)
-	res, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}.WithDefaults())
+	res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}))
 	require.NoError(t, err)
 	require.Equal(t, 1, res.SkippedLocked)
 	require.Zero(t, res.Failed)
@@ -265,7 +265,7 @@ func TestExpireCycleBatchSlowerThanBudgetCommits(t *testing.T) {
 			},
 		}}
 		h, reg := newCycle(t, store)
-		res, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0, CycleBudget: time.Second}.WithDefaults())
+		res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0, CycleBudget: time.Second}))
 		require.NoError(t, err, "the batch in flight commits")
 		require.Equal(t, 1, res.Batches, "the budget is spent: no new batch")
 		require.Len(t, store.batches, 1)

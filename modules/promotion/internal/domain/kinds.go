@@ -1,5 +1,12 @@
 package domain
 
+// These enums are the domain's, and the event contract (contract/enums.go)
+// lists the wire's: two lists on purpose. The domain names what the module
+// stores and decides, the contract what version 1 promises to consumers,
+// and neither package may import the other's concerns; adapters map value
+// by value. TestDomainEnumsAreTheContracts holds the two to the same
+// values, so a value added on one side only is a decision made there.
+
 // Status is the lifecycle state of a PromotionPurchase:
 // Pending -> Active -> Expired | Cancelled (Pending -> Cancelled too).
 type Status string
@@ -39,6 +46,9 @@ const (
 	PaymentPaid        PaymentStatus = "Paid"
 	PaymentRefunded    PaymentStatus = "Refunded"
 )
+
+// PaymentStatuses lists every payment status.
+var PaymentStatuses = []PaymentStatus{PaymentNotRequired, PaymentPending, PaymentPaid, PaymentRefunded}
 
 // IsValid reports whether s is one of the known payment statuses.
 func (s PaymentStatus) IsValid() bool {

@@ -17,10 +17,11 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
 // batchSize is the job's default batch (PIN_EXPIRE_BATCH_SIZE).
-var batchSize = app.DefaultExpireSettings().BatchSize
+var batchSize = promotiontest.ExpireSettings(app.ExpireSettings{}).BatchSize
 
 // dueBacklog is how many purchases are due in every benchmark.
 const dueBacklog = 10_000
@@ -119,7 +120,7 @@ func benchBatch(b *testing.B, f *fixture, inst *instance) {
 			require.Len(tb, res.Expired, batchSize)
 		},
 		"cycle": func(tb testing.TB) {
-			res, err := inst.cycle.Run(ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 1}.WithDefaults())
+			res, err := inst.cycle.Run(ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 1}))
 			require.NoError(tb, err)
 			require.Equal(tb, batchSize, res.Expired)
 		},
@@ -201,7 +202,7 @@ func BenchmarkExpireDrain(b *testing.B) {
 // benchDrain is BenchmarkExpireDrain on its table.
 func benchDrain(b *testing.B, f *fixture, ref *reference, instances []*instance) {
 	ctx := context.Background()
-	cmd := app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 0}.WithDefaults()
+	cmd := promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 0})
 
 	// instancesDrain runs n instances until the backlog is gone and returns
 	// the time it took.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -169,7 +170,7 @@ func BenchmarkExpireReference(b *testing.B) {
 
 func benchReference(b *testing.B, f *fixture, ref *reference, inst *instance) {
 	ctx := context.Background()
-	cmd := app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 0}.WithDefaults()
+	cmd := promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 0})
 	module := func(tb testing.TB) time.Duration {
 		f.restoreAll(tb)
 		f.exec(tb, `CHECKPOINT`)
@@ -236,7 +237,7 @@ func BenchmarkExpireReferenceOnce(b *testing.B) {
 	lastBatches := (dueBacklog - batchSize) / batchSize
 	module := func(tb testing.TB) time.Duration {
 		f.restoreAll(tb)
-		res, err := inst.cycle.Run(ctx, app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: lastBatches}.WithDefaults())
+		res, err := inst.cycle.Run(ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: lastBatches}))
 		require.NoError(tb, err)
 		require.Equal(tb, dueBacklog-batchSize, res.Expired)
 		f.exec(tb, `CHECKPOINT`)

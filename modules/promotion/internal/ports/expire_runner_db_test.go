@@ -52,7 +52,7 @@ func newExpireRunnerBundle(tb testing.TB) *expireRunnerBundle {
 // same JSON sink as the cycle, so every line there is a record.
 func (b *expireRunnerBundle) runner(tb testing.TB, interval, budget time.Duration) *ports.ExpireRunner {
 	tb.Helper()
-	r, err := ports.NewExpireRunner(b.cycle, app.ExpireSettings{Interval: interval, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: budget}.WithDefaults(), b.logger)
+	r, err := ports.NewExpireRunner(b.cycle, promotiontest.ExpireSettings(app.ExpireSettings{Interval: interval, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: budget}), b.logger)
 	require.NoError(tb, err)
 	return r
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -87,7 +88,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 
 func TestExpireRunnerName(t *testing.T) {
 	t.Parallel()
-	r, err := ports.NewExpireRunner(&fakeCycle{}, app.ExpireSettings{}.WithDefaults(), discardLogger())
+	r, err := ports.NewExpireRunner(&fakeCycle{}, promotiontest.ExpireSettings(app.ExpireSettings{}), discardLogger())
 	require.NoError(t, err)
 	require.Equal(t, "expire-promotions", r.Name())
 }
@@ -96,7 +97,7 @@ func TestExpireRunnerName(t *testing.T) {
 func TestExpireRunnerFirstCycleAtStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cycle := &fakeCycle{}
-		r, err := ports.NewExpireRunner(cycle, app.ExpireSettings{Interval: time.Hour}.WithDefaults(), discardLogger())
+		r, err := ports.NewExpireRunner(cycle, promotiontest.ExpireSettings(app.ExpireSettings{Interval: time.Hour}), discardLogger())
 		require.NoError(t, err)
 		t0 := time.Now()
 		stop := testbed.StartRunner(t, r)
@@ -115,7 +116,7 @@ func TestExpireRunnerSkipsTicksMissedDuringOverrun(t *testing.T) {
 		const interval = time.Minute
 		cycle := &fakeCycle{durations: []time.Duration{interval * 9 / 4, 0}}
 		logs := &testbed.LogBuffer{}
-		r, err := ports.NewExpireRunner(cycle, app.ExpireSettings{Interval: interval}.WithDefaults(), slog.New(slog.NewJSONHandler(logs, nil)))
+		r, err := ports.NewExpireRunner(cycle, promotiontest.ExpireSettings(app.ExpireSettings{Interval: interval}), slog.New(slog.NewJSONHandler(logs, nil)))
 		require.NoError(t, err)
 		t0 := time.Now()
 		stop := testbed.StartRunner(t, r)
@@ -137,7 +138,7 @@ func TestExpireRunnerSkipsTicksMissedDuringOverrun(t *testing.T) {
 func TestExpireRunnerWaitsForCycleInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cycle := &fakeCycle{block: make(chan struct{})}
-		r, err := ports.NewExpireRunner(cycle, app.ExpireSettings{Interval: time.Hour}.WithDefaults(), discardLogger())
+		r, err := ports.NewExpireRunner(cycle, promotiontest.ExpireSettings(app.ExpireSettings{Interval: time.Hour}), discardLogger())
 		require.NoError(t, err)
 		stop := testbed.StartRunner(t, r)
 		synctest.Wait() // the first cycle is in flight, blocked
@@ -158,7 +159,7 @@ func TestExpireRunnerWaitsForCycleInFlight(t *testing.T) {
 
 func TestNewExpireRunnerRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	_, err := ports.NewExpireRunner(nil, app.ExpireSettings{Interval: time.Second}.WithDefaults(), discardLogger())
+	_, err := ports.NewExpireRunner(nil, promotiontest.ExpireSettings(app.ExpireSettings{Interval: time.Second}), discardLogger())
 	require.Error(t, err)
 	_, err = ports.NewExpireRunner(&fakeCycle{}, app.ExpireSettings{Interval: -time.Second}, discardLogger())
 	require.Error(t, err)
@@ -177,14 +178,14 @@ func TestExpireRunnerTicksOneIntervalApart(t *testing.T) {
 			starts = append(starts, time.Now())
 			time.Sleep(cycleTook)
 		})
-		r, err := ports.NewExpireRunner(cycle, app.ExpireSettings{}.WithDefaults(), slog.New(slog.DiscardHandler))
+		r, err := ports.NewExpireRunner(cycle, promotiontest.ExpireSettings(app.ExpireSettings{}), slog.New(slog.DiscardHandler))
 		require.NoError(t, err)
 		stop := testbed.StartRunner(t, r)
-		time.Sleep(5*app.DefaultExpireSettings().Interval + time.Second)
+		time.Sleep(5*promotiontest.ExpireSettings(app.ExpireSettings{}).Interval + time.Second)
 		stop()
 		require.Len(t, starts, 6, "one cycle at start, then one per interval")
 		for i := 1; i < len(starts); i++ {
-			require.Equal(t, app.DefaultExpireSettings().Interval, starts[i].Sub(starts[i-1]))
+			require.Equal(t, promotiontest.ExpireSettings(app.ExpireSettings{}).Interval, starts[i].Sub(starts[i-1]))
 		}
 	})
 }

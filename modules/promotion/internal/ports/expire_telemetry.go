@@ -3,14 +3,20 @@ package ports
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/platform/correlation"
+	"github.com/pinmarket/pin/platform/observability"
 )
 
 // ExpireTelemetryDeps are what the expiry cycle's telemetry is built from.
@@ -27,19 +33,30 @@ type ExpireTelemetryDeps struct {
 	Now func() time.Time
 }
 
-// ExpireTelemetry reports an expiry cycle (app.ExpireObserver) three ways:
-// spans (OpenTelemetry), logs (slog) and metrics (Prometheus), with the
-// names the design document gives them.
+// ExpireTelemetry is the app.ExpireObserver that writes the spans, log lines
+// and metrics the design document names for the expiry cycle. The metric
+// names are fixed: the dashboard and the alerts use them.
 type ExpireTelemetry struct {
-	spans   expireSpans
-	logs    expireLogs
-	metrics *expireMetrics
+	logger     *slog.Logger
+	tracer     trace.Tracer
+	runs       prometheus.Counter
+	duration   prometheus.Histogram
+	items      *prometheus.CounterVec // by outcome: expired, failed
+	interval   prometheus.Gauge
+	completed  prometheus.Gauge
+	skipLocked prometheus.Counter
+	errors     prometheus.Counter
 }
 
 var _ app.ExpireObserver = (*ExpireTelemetry)(nil)
 
+// tracerName names the spans of the promotion module.
+const tracerName = "github.com/pinmarket/pin/modules/promotion"
+
 // NewExpireTelemetry builds the telemetry and registers its metrics, so
-// they are exported from the start with zero values.
+// they are exported from the start with zero values (both outcomes of
+// promotion_expire_items_total included): an alert on "no increase" needs
+// a series that exists.
 func NewExpireTelemetry(d ExpireTelemetryDeps) (*ExpireTelemetry, error) {
 	if d.Logger == nil || d.Store == nil {
 		return nil, errors.New("ports: expire telemetry needs a logger and a store")
@@ -48,65 +65,167 @@ func NewExpireTelemetry(d ExpireTelemetryDeps) (*ExpireTelemetry, error) {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
+	t := &ExpireTelemetry{
+		logger: d.Logger,
+		tracer: tp.Tracer(tracerName),
+		runs: prometheus.NewCounter(prometheus.CounterOpts{Name: "promotion_expire_run_total",
+			Help: "Expiry cycles run, whatever their outcome (liveness of the expire-promotions runner)."}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "promotion_expire_cycle_duration_seconds",
+			Help:    "Duration of one expiry cycle.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}),
+		items: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "promotion_expire_items_total",
+			Help: "Purchases handled by the expiry cycles, by outcome: expired (committed) or failed (poison, left Active)."},
+			[]string{"outcome"}),
+		interval: prometheus.NewGauge(prometheus.GaugeOpts{Name: "promotion_expire_interval_seconds",
+			Help: "The expiry runner's configured interval (PIN_EXPIRE_INTERVAL); the not-running alert allows two of them."}),
+		completed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "promotion_expire_last_completed_timestamp_seconds",
+			Help: "Unix time of the last expiry cycle that completed without an infrastructure error; the runner's start until one has."}),
+		skipLocked: prometheus.NewCounter(prometheus.CounterOpts{Name: "promotion_expire_skip_locked_total",
+			Help: "Due purchases a batch passed over because another transaction held their rows."}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "promotion_expire_errors_total",
+			Help: "Errors of the expiry cycles: poison items and infrastructure errors."}),
+	}
+	t.items.WithLabelValues("expired")
+	t.items.WithLabelValues("failed")
+	if d.Registerer == nil {
+		return t, nil
+	}
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	metrics, err := newExpireMetrics(d.Registerer, d.Store, d.Now)
-	if err != nil {
-		return nil, err
+	due := &dueCollector{
+		backlog: prometheus.NewDesc("promotion_expire_backlog",
+			"Active purchases whose EndsAt has passed and that are not expired yet, counted at scrape time.", nil, nil),
+		poison: prometheus.NewDesc("promotion_expire_poison_purchases",
+			"Active purchases the expiry cycles failed to expire and retries in the place each batch keeps for them (promotion.expire_poison), counted at scrape time.", nil, nil),
+		errors: t.errors, store: d.Store, now: d.Now,
 	}
-	return &ExpireTelemetry{
-		spans: expireSpans{tracer: tp.Tracer(tracerName)}, logs: expireLogs{logger: d.Logger}, metrics: metrics,
-	}, nil
+	var errs []error
+	for _, c := range []prometheus.Collector{t.runs, t.duration, t.items, due, t.interval, t.completed, t.skipLocked, t.errors} {
+		errs = append(errs, d.Registerer.Register(c))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("expire metrics: register: %w", err)
+	}
+	return t, nil
 }
-
-// tracerName names the spans of the promotion module.
-const tracerName = "github.com/pinmarket/pin/modules/promotion"
 
 // RunnerStarted records the runner's interval and takes now as the last
 // completion, so the not-running alert gives a new instance two intervals
 // for its first cycle, and fires if it never completes one.
 func (t *ExpireTelemetry) RunnerStarted(interval time.Duration, now time.Time) {
-	t.metrics.runnerStarted(interval, now)
+	t.interval.Set(interval.Seconds())
+	t.completed.Set(float64(now.UnixNano()) / 1e9)
 }
 
-// The span starts first and ends last, so that the log lines and the
-// duration's exemplar carry its trace.
-
-// CycleStarted implements app.ExpireObserver.
-func (t *ExpireTelemetry) CycleStarted(ctx context.Context, c app.ExpireCycleResult, s app.ExpireSettings) context.Context {
-	ctx = t.spans.cycleStarted(ctx, c, s)
-	t.logs.cycleStarted(ctx, c, s)
-	return ctx
+// Cycle implements app.ExpireObserver. The span starts first and ends last,
+// so the log lines and the duration's exemplar carry its trace.
+func (t *ExpireTelemetry) Cycle(ctx context.Context, c app.ExpireCycleResult, s app.ExpireSettings) (context.Context, func(app.ExpireCycleResult, error)) {
+	ctx, span := t.tracer.Start(ctx, "expire-promotions.cycle", trace.WithAttributes(
+		attribute.String("pin.run_id", c.RunID.String()),
+		attribute.String("pin.correlation_id", c.RunID.String()),
+		attribute.String("pin.expire.as_of", c.AsOf.Format(time.RFC3339Nano)),
+		attribute.Int("pin.expire.batch_size", s.BatchSize),
+	))
+	t.logger.InfoContext(ctx, "cycle started", "as_of", c.AsOf, "batch_size", s.BatchSize)
+	return ctx, func(c app.ExpireCycleResult, err error) {
+		defer span.End()
+		span.SetAttributes(attribute.Int("pin.expire.batches", c.Batches), attribute.Int("pin.expire.expired", c.Expired),
+			attribute.Int("pin.expire.skipped_locked", c.SkippedLocked), attribute.Int("pin.expire.failed", c.Failed))
+		counts := []any{"expired", c.Expired, "skipped_locked", c.SkippedLocked, "failed", c.Failed,
+			"duration_ms", c.Duration.Milliseconds(), "batches", c.Batches}
+		t.runs.Inc()
+		observability.Observe(ctx, t.duration, c.Duration.Seconds())
+		if err != nil {
+			t.logger.ErrorContext(ctx, "cycle failed", append([]any{"error", err}, counts...)...)
+			t.errors.Inc()
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "expiry cycle failed")
+			return
+		}
+		t.logger.InfoContext(ctx, "cycle completed", counts...)
+		t.completed.SetToCurrentTime() // wall clock: the alert compares it with time()
+	}
 }
 
-// BatchStarted implements app.ExpireObserver.
-func (t *ExpireTelemetry) BatchStarted(ctx context.Context, limit int) context.Context {
-	return t.spans.batchStarted(ctx, limit)
+// Batch implements app.ExpireObserver: a span per batch, under which the
+// outbox publication's span nests; a committed batch logs its selection
+// and each purchase it expired, left out as poison, or dropped as changed
+// by another writer (counted with the skipped ones).
+func (t *ExpireTelemetry) Batch(ctx context.Context, limit int) (context.Context, func(app.ExpireBatchResult, error)) {
+	ctx, span := t.tracer.Start(ctx, "expire-promotions.batch", trace.WithAttributes(
+		attribute.String("pin.run_id", correlation.RunID(ctx)),
+		attribute.Int("pin.expire.limit", limit),
+	))
+	return ctx, func(b app.ExpireBatchResult, err error) {
+		defer span.End()
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "expiry batch rolled back")
+			return
+		}
+		t.logger.InfoContext(ctx, "batch selected", "count", b.Selected)
+		tenants := make([]string, 0, len(b.Expired))
+		for _, p := range b.Expired {
+			t.logger.InfoContext(ctx, "promotion expired", "purchase_id", p.ID(), "tenant_id", p.TenantID(),
+				"package_kind", string(p.PackageKind()), "targets_count", len(p.Targets()))
+			span.AddEvent("promotion expired", trace.WithAttributes(
+				attribute.String("pin.purchase_id", p.ID().String()), attribute.String("pin.tenant_id", p.TenantID().String())))
+			tenants = append(tenants, p.TenantID().String())
+		}
+		for _, f := range b.Failed {
+			t.logger.ErrorContext(ctx, "item failed", "purchase_id", f.PurchaseID, "error", f.Err)
+			span.AddEvent("item failed", trace.WithAttributes(
+				attribute.String("pin.purchase_id", f.PurchaseID.String()), attribute.String("exception.message", f.Err.Error())))
+		}
+		for _, s := range b.Superseded {
+			t.logger.DebugContext(ctx, "item dropped: changed by another writer",
+				"purchase_id", s.PurchaseID, "status", string(s.Status), "version", s.Version)
+		}
+		t.items.WithLabelValues("expired").Add(float64(len(b.Expired)))
+		t.items.WithLabelValues("failed").Add(float64(len(b.Failed)))
+		t.skipLocked.Add(float64(b.SkippedLocked + len(b.Superseded)))
+		t.errors.Add(float64(len(b.Failed)))
+		slices.Sort(tenants)
+		span.SetAttributes(attribute.Int("pin.expire.selected", b.Selected), attribute.Int("pin.expire.expired", len(b.Expired)),
+			attribute.Int("pin.expire.failed", len(b.Failed)), attribute.Int("pin.expire.skipped_locked", b.SkippedLocked),
+			attribute.StringSlice("pin.tenant_ids", slices.Compact(tenants)))
+	}
 }
 
-// BatchCommitted implements app.ExpireObserver.
-func (t *ExpireTelemetry) BatchCommitted(ctx context.Context, b app.ExpireBatchResult) {
-	t.logs.batchCommitted(ctx, b)
-	t.metrics.batchCommitted(b)
-	t.spans.batchCommitted(ctx, b)
+// scrapeCountTimeout bounds the counts a scrape runs: a slow database makes
+// the gauges missing (and counts an error), never the scrape hang.
+const scrapeCountTimeout = time.Second
+
+// dueCollector exports promotion_expire_backlog and
+// promotion_expire_poison_purchases counted when scraped, so they stay true
+// while the cycles are stuck. A failed count is counted in
+// promotion_expire_errors_total and its gauge left out of that scrape.
+type dueCollector struct {
+	backlog, poison *prometheus.Desc
+	errors          prometheus.Counter
+	store           app.ExpireStore
+	now             func() time.Time
 }
 
-// BatchFailed implements app.ExpireObserver.
-func (t *ExpireTelemetry) BatchFailed(ctx context.Context, err error) {
-	t.spans.batchFailed(ctx, err)
+// Describe implements prometheus.Collector.
+func (c *dueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.backlog
+	ch <- c.poison
 }
 
-// CycleCompleted implements app.ExpireObserver.
-func (t *ExpireTelemetry) CycleCompleted(ctx context.Context, c app.ExpireCycleResult) {
-	t.logs.cycleCompleted(ctx, c)
-	t.metrics.cycleDone(ctx, c.Duration, false, time.Now())
-	t.spans.cycleDone(ctx, c, nil)
-}
-
-// CycleFailed implements app.ExpireObserver.
-func (t *ExpireTelemetry) CycleFailed(ctx context.Context, c app.ExpireCycleResult, err error) {
-	t.logs.cycleFailed(ctx, c, err)
-	t.metrics.cycleDone(ctx, c.Duration, true, time.Now())
-	t.spans.cycleDone(ctx, c, err)
+// Collect implements prometheus.Collector.
+func (c *dueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeCountTimeout)
+	defer cancel()
+	if n, err := c.store.CountDue(ctx, c.now()); err != nil {
+		c.errors.Inc()
+	} else {
+		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(n))
+	}
+	if n, err := c.store.CountPoison(ctx); err != nil {
+		c.errors.Inc()
+	} else {
+		ch <- prometheus.MustNewConstMetric(c.poison, prometheus.GaugeValue, float64(n))
+	}
 }

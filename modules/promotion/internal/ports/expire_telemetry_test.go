@@ -42,7 +42,7 @@ func TestExpireCycleDurationLinksToTheCycleTrace(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h := promotiontest.ExpireCycle(t, emptyStore{}, ports.ExpireTelemetryDeps{Registerer: reg, TracerProvider: tp})
 
-	_, err := h.Run(context.Background(), app.ExpireSettings{}.WithDefaults())
+	_, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{}))
 	require.NoError(t, err)
 
 	var cycleTrace string
@@ -90,7 +90,7 @@ func TestExpireFailedCycleIsReportedOnce(t *testing.T) {
 	cycle, err := app.NewExpireCycle(store, telemetry, nil)
 	require.NoError(t, err)
 
-	res, err := cycle.Run(context.Background(), app.ExpireSettings{}.WithDefaults())
+	res, err := cycle.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{}))
 	require.ErrorIs(t, err, boom)
 
 	status := map[string]codes.Code{}

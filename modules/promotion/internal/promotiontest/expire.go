@@ -1,6 +1,7 @@
 package promotiontest
 
 import (
+	"cmp"
 	"log/slog"
 	"sync"
 	"testing"
@@ -9,7 +10,21 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/platform/config"
 )
+
+// ExpireSettings fills s's zero Interval, BatchSize, CycleBudget and
+// StopTimeout from platform/config's defaults as the module does
+// (promotion.ExpireSettingsOf; a test there holds the two equal). A zero
+// MaxBatchesPerCycle stays: it means no limit.
+func ExpireSettings(s app.ExpireSettings) app.ExpireSettings {
+	d := config.Defaults()
+	s.Interval = cmp.Or(s.Interval, d.ExpireInterval)
+	s.BatchSize = cmp.Or(s.BatchSize, d.ExpireBatchSize)
+	s.CycleBudget = cmp.Or(s.CycleBudget, d.ExpireCycleBudget)
+	s.StopTimeout = cmp.Or(s.StopTimeout, d.ShutdownTimeout/2)
+	return s
+}
 
 // ExpireCycle builds the expiry cycle on store, reporting through the
 // telemetry production uses (ports.ExpireTelemetry) built from d, whose
