@@ -25,7 +25,7 @@ func rememberPoison(ctx context.Context, tx postgres.Tx, asOf time.Time, failed 
 		// such bytes must not turn into a fault of the whole batch.
 		ids[i], msgs[i] = f.PurchaseID, strings.ToValidUTF8(strings.ReplaceAll(f.Err.Error(), "\x00", ""), "\uFFFD")
 	}
-	_, err := tx.Exec.ExecContext(ctx, `INSERT INTO `+expirePoisonTable+` AS x
+	_, err := tx.ExecContext(ctx, `INSERT INTO `+expirePoisonTable+` AS x
 	(purchase_id, failures, last_error, first_failed_at, last_attempt_at)
 SELECT v.id, 1, v.err, $3, $3 FROM unnest($1::uuid[], $2::text[]) AS v(id, err)
 ON CONFLICT (purchase_id) DO UPDATE

@@ -28,6 +28,8 @@ type ExpireRepository struct {
 	events Publications
 	// session is the batch transaction's first statement (batchSession).
 	session string
+	// write is the set-based write: expireWriteHead with the outbox's half.
+	write *outbox.Change
 }
 
 // ExpireTimeouts bound each batch's transaction on the server, so that a
@@ -74,7 +76,11 @@ func NewExpireRepository(db *gorm.DB, publisher *outbox.Publisher, publications 
 	if err != nil {
 		return nil, err
 	}
-	return &ExpireRepository{db: db, outbox: publisher, events: events, session: batchSession(DefaultExpireTimeouts)}, nil
+	write, err := events.change("expire_write", expireWriteHead, "updated")
+	if err != nil {
+		return nil, err
+	}
+	return &ExpireRepository{db: db, outbox: publisher, events: events, session: batchSession(DefaultExpireTimeouts), write: write}, nil
 }
 
 // expiryCandidate is a locked purchase after its transition, before it is
@@ -116,7 +122,7 @@ func (r *ExpireRepository) expireBatch(ctx context.Context, b app.ExpireBatch, r
 	var res app.ExpireBatchResult
 	err := postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
 		res = app.ExpireBatchResult{}
-		if _, err := tx.Exec.ExecContext(ctx, r.session); err != nil {
+		if _, err := tx.ExecContext(ctx, r.session); err != nil {
 			return fmt.Errorf("set the batch's timeouts: %w", err)
 		}
 		sel, err := selectBatch(ctx, tx, b)

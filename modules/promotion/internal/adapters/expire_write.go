@@ -2,47 +2,41 @@ package adapters
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // writeSet writes the candidates' transitions, their events and forgets the
-// expired ones' poison records (when forgetPoison) in one statement: the
-// transition write (transitionWrite) with the outbox's inserts
-// (outbox.Batch.CTE) and the poison DELETE as CTEs over the rows it updated. A row its version guard
-// filters out gets no event and is returned unwritten. The events are
-// inserted in no particular order: they are of distinct purchases, and the
-// relay keeps order only per key (sorting them cost 0.5 ms a batch).
+// expired ones' poison records (when forgetPoison) in one statement,
+// expireWrite: the transition (sql/purchase_transition.sql) and the poison
+// DELETE (sql/expire_write.sql), with platform/outbox's inserts over the
+// rows it updated. A row its version guard filters out gets no event and
+// is returned unwritten. The events are inserted in no particular order:
+// they are of distinct purchases, and the relay keeps order only per key.
 func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []expiryCandidate, forgetPoison bool) ([]expiryCandidate, []transition, error) {
 	if len(cs) == 0 {
 		return nil, nil, nil
 	}
-	ts := make([]transition, len(cs))
+	ts, events, keys := make([]transition, len(cs)), make([][]*message.Message, len(cs)), make([]string, len(cs))
 	for i, c := range cs {
-		ts[i] = c.transition
+		ts[i], events[i], keys[i] = c.transition, c.events, c.purchase.ID().String()
 	}
-	update, args := transitionWrite(ts)
-	events := make([][]*message.Message, len(cs))
-	for i, c := range cs {
-		events[i] = c.events
-	}
-	bs, err := r.events.ready(ctx, r.outbox, events...)
+	args := transitionArgs(ts)
+	args["forget_poison"] = forgetPoison
+	ids, err := r.outbox.Write(ctx, tx, outbox.Write{Events: r.events.outboxEvents(events...), Change: r.write, Args: args, Keys: keys})
 	if err != nil {
-		return nil, nil, err
-	}
-	ctes, args := bs.ctes("updated", args)
-	query := "WITH updated AS (" + update + ")" + ctes
-	if forgetPoison {
-		query += forgetPoisonCTE
-	}
-	updated, err := queryIDs(ctx, tx, query+"\nSELECT id FROM updated", args)
-	if err := bs.done(err); err != nil {
 		return nil, nil, fmt.Errorf("write expired purchases: %w", err)
+	}
+	updated := make(map[uuid.UUID]bool, len(ids))
+	for _, id := range ids {
+		updated[uuid.MustParse(id)] = true
 	}
 	idx, unwritten := splitWritten(ts, updated)
 	written := make([]expiryCandidate, len(idx))
@@ -52,10 +46,16 @@ func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []ex
 	return written, unwritten, nil
 }
 
-// forgetPoisonCTE forgets the poison records of the rows writeSet's
-// statement updated.
-const forgetPoisonCTE = `,
-forgotten AS (DELETE FROM promotion.expire_poison WHERE purchase_id IN (SELECT id FROM updated))`
+// expireWriteForget is the module's CTE after the transition in the
+// expiry's one write (sql/expire_write.sql).
+//
+//go:embed sql/expire_write.sql
+var expireWriteForget string
+
+// expireWriteHead is the module's half of the expiry's one write: the
+// transition as the CTE updated, then expireWriteForget. Both are literals;
+// this joins them once, and outbox.NewChange adds its own half.
+var expireWriteHead = "WITH updated AS (\n" + transitionQuery + "\n),\n" + expireWriteForget
 
 // writeRowByRow writes each candidate's transition and events under its own
 // savepoint, so a row whose own statement, its transition's, is refused for
@@ -71,7 +71,7 @@ func (r *ExpireRepository) writeRowByRow(ctx context.Context, tx postgres.Tx, cs
 			if _, stale, own = writeTransitionSet(ctx, tx, []transition{c.transition}); own != nil || len(stale) > 0 {
 				return own
 			}
-			return r.events.publish(ctx, tx, r.outbox, c.events)
+			return r.events.write(ctx, tx, r.outbox, c.events)
 		})
 		switch {
 		case rowErr == nil && len(stale) > 0:
@@ -92,7 +92,7 @@ func (r *ExpireRepository) writeRowByRow(ctx context.Context, tx postgres.Tx, cs
 	for i, c := range written {
 		ids[i] = c.purchase.ID()
 	}
-	if _, err := tx.Exec.ExecContext(ctx, `DELETE FROM `+expirePoisonTable+` WHERE purchase_id = ANY($1::uuid[])`,
+	if _, err := tx.ExecContext(ctx, `DELETE FROM `+expirePoisonTable+` WHERE purchase_id = ANY($1::uuid[])`,
 		uuidStrings(ids)); err != nil {
 		return nil, nil, nil, fmt.Errorf("forget expired poison purchases: %w", err)
 	}
@@ -112,7 +112,7 @@ func rereadUnwritten(ctx context.Context, tx postgres.Tx, ts []transition) ([]ap
 	for i, t := range ts {
 		ids[i] = t.purchase.ID()
 	}
-	rows, err := tx.Exec.QueryContext(ctx, `SELECT id, status, version FROM `+purchasesTable+` WHERE id = ANY($1::uuid[])`, uuidStrings(ids))
+	rows, err := tx.QueryContext(ctx, `SELECT id, status, version FROM `+purchasesTable+` WHERE id = ANY($1::uuid[])`, uuidStrings(ids))
 	if err != nil {
 		return nil, nil, fmt.Errorf("re-read unwritten purchases: %w", err)
 	}
@@ -147,18 +147,18 @@ func rereadUnwritten(ctx context.Context, tx postgres.Tx, ts []transition) ([]ap
 // the savepoint (the transaction stays usable) and returns fn's error, or
 // the rollback's error when even that fails.
 func inSavepoint(ctx context.Context, tx postgres.Tx, name string, fn func() error) error {
-	if _, err := tx.Exec.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
 		return fmt.Errorf("savepoint %s: %w", name, err)
 	}
 	if err := fn(); err != nil {
-		if _, rbErr := tx.Exec.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+name); rbErr != nil {
+		if _, rbErr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+name); rbErr != nil {
 			// Only rbErr is wrapped: the transaction is broken, whatever
 			// fn's error was, so this must not pass for a row error.
 			return fmt.Errorf("rollback to savepoint %s: %w (after: %v)", name, rbErr, err)
 		}
 		return err
 	}
-	if _, err := tx.Exec.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
+	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
 		return fmt.Errorf("release savepoint %s: %w", name, err)
 	}
 	return nil

@@ -33,7 +33,7 @@ type snapshotBundle struct {
 func newSnapshotBundle(tb testing.TB) *snapshotBundle {
 	tb.Helper()
 	db := testbed.NewDatabase(tb)
-	store, err := adapters.NewSnapshotRepository(db.SQL, promotiontest.Publisher(tb, nil))
+	store, err := adapters.NewSnapshotRepository(db.Gorm, promotiontest.Publisher(tb, nil))
 	require.NoError(tb, err)
 	purchases, err := adapters.NewPurchaseRepository(db.Gorm, promotiontest.Publisher(tb, nil))
 	require.NoError(tb, err)

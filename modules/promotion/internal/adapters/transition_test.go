@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm/schema"
@@ -56,12 +57,13 @@ func changedColumnNames(tb testing.TB, before, after purchaseModel) []string {
 	return changed
 }
 
-// setColumns are the columns a transitionWrite statement sets.
-func setColumns(query string) []string {
-	set := regexp.MustCompile(`(?s)SET (.*?)\nFROM`).FindStringSubmatch(query)[1]
+// setColumns are the transition columns args sets (set_<column> true).
+func setColumns(args pgx.NamedArgs) []string {
 	var names []string
-	for _, assignment := range strings.Split(set, ", ") {
-		names = append(names, strings.SplitN(assignment, " = ", 2)[0])
+	for _, c := range transitionColumns {
+		if args["set_"+c.name] == true {
+			names = append(names, c.name)
+		}
 	}
 	return names
 }
@@ -108,17 +110,17 @@ func TestTransitionsChangeOnlyWrittenColumns(t *testing.T) {
 			require.NotEqual(t, before, after)
 			require.Empty(t, unwrittenChanges(t, before, after))
 
-			query, args := transitionWrite([]transition{{purchase: p, previousVersion: before.Version, loaded: &before}})
-			require.Equal(t, append(changedColumnNames(t, before, after), eventColumns...), setColumns(query))
-			require.Len(t, args, 2+len(setColumns(query)))
-			query, args = transitionWrite([]transition{{purchase: p, previousVersion: before.Version}})
+			args := transitionArgs([]transition{{purchase: p, previousVersion: before.Version, loaded: &before}})
+			require.Equal(t, changedColumnNames(t, before, after), setColumns(args))
+			for _, c := range transitionColumns {
+				require.Equal(t, slices.Contains(setColumns(args), c.name), args[c.name] != nil, "%s is sent only when set", c.name)
+			}
+			args = transitionArgs([]transition{{purchase: p, previousVersion: before.Version}})
 			all := make([]string, len(transitionColumns))
 			for i, c := range transitionColumns {
 				all[i] = c.name
 			}
-			all = append(all, eventColumns...)
-			require.Equal(t, all, setColumns(query))
-			require.Len(t, args, 2+len(all))
+			require.Equal(t, all, setColumns(args))
 		})
 	}
 }
@@ -141,11 +143,30 @@ func TestTransitionWriteSetsAColumnAnyRowChanged(t *testing.T) {
 	loadedCancelled, _ := toDBPurchase(cancelled)
 	require.NoError(t, expired.Expire(at))
 	require.NoError(t, cancelled.Cancel("refund", uuid.New(), at))
-	query, _ := transitionWrite([]transition{
+	args := transitionArgs([]transition{
 		{purchase: expired, previousVersion: loadedExpired.Version, loaded: &loadedExpired},
 		{purchase: cancelled, previousVersion: loadedCancelled.Version, loaded: &loadedCancelled},
 	})
-	require.Contains(t, setColumns(query), "cancel_reason")
+	require.Contains(t, setColumns(args), "cancel_reason")
+}
+
+// The transition statement writes exactly transitionColumns, each under
+// its set_ flag, and the event's two columns always.
+func TestTransitionStatementWritesTransitionColumns(t *testing.T) {
+	t.Parallel()
+	set := regexp.MustCompile(`(?m)^\t(\w+) = (.*?),?$`).FindAllStringSubmatch(strings.Split(transitionQuery, "\nFROM")[0], -1)
+	var names []string
+	for _, m := range set {
+		names = append(names, m[1])
+		if !slices.Contains(eventColumns, m[1]) {
+			require.Equal(t, fmt.Sprintf("CASE WHEN @set_%[1]s::boolean THEN v.%[1]s ELSE p.%[1]s END", m[1]), m[2])
+		}
+	}
+	want := make([]string, 0, len(transitionColumns)+len(eventColumns))
+	for _, c := range transitionColumns {
+		want = append(want, c.name)
+	}
+	require.Equal(t, append(want, eventColumns...), names)
 }
 
 // Every transition column is a column of the model, so the statement built
