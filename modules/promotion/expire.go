@@ -27,7 +27,11 @@ type expiry struct {
 // from the start.
 // This is where the settings' defaults are applied.
 func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
-	store, err := adapters.NewExpireRepository(d.DB, d.Outbox, events...)
+	storage, err := adapters.NewExpireRepository(d.DB, d.Outbox, events...)
+	if err != nil {
+		return nil, err
+	}
+	store, err := app.NewExpireBatches(storage)
 	if err != nil {
 		return nil, err
 	}

@@ -712,7 +712,7 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	fresh := b.insertDue(t, batch)
 	store, err := NewExpireRepository(b.db.Gorm, b.publisher)
 	require.NoError(t, err)
-	cycle := promotiontest.ExpireCycle(t, store, ports.ExpireTelemetryDeps{})
+	cycle := promotiontest.ExpireCycle(t, promotiontest.ExpireBatches(t, store), ports.ExpireTelemetryDeps{})
 	res, err := cycle.Run(b.ctx, app.ExpireSettings{BatchSize: batch, MaxBatchesPerCycle: 1}.WithDefaults())
 	require.NoError(t, err)
 	require.Equal(t, batch-1, res.Expired)

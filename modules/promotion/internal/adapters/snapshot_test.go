@@ -205,7 +205,7 @@ func TestSnapshotRedeliversTheLastPublishedEvent(t *testing.T) {
 	expiry, err := adapters.NewExpireRepository(b.db.Gorm, promotiontest.Publisher(t, nil))
 	require.NoError(t, err)
 	asOf := time.Now().UTC().Truncate(time.Microsecond)
-	done, err := expiry.ExpireBatch(ctx, app.ExpireBatch{AsOf: asOf, Limit: 10,
+	done, err := promotiontest.ExpireBatches(t, expiry).ExpireBatch(ctx, app.ExpireBatch{AsOf: asOf, Limit: 10,
 		Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
 	require.NoError(t, err)
 	require.Len(t, done.Expired, 1)

@@ -197,7 +197,7 @@ func TestExpireBatchStoresTheDomainsState(t *testing.T) {
 	asOf := time.Now().UTC().Truncate(time.Microsecond)
 	require.NoError(t, want.Expire(asOf))
 
-	res, err := b.store.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10,
+	res, err := b.batches.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10,
 		Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
 	require.NoError(t, err)
 	require.Len(t, res.Expired, 1)
