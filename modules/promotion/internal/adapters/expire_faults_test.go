@@ -201,16 +201,9 @@ func TestExpireRefusesAnEventNotKeyedByItsPurchase(t *testing.T) {
 	t.Parallel()
 	b := newExpireBundle(t)
 	ids := b.insertDue(t, 1)
-	v1 := PurchaseChangedV1()
-	store, err := NewExpireRepository(b.db.Gorm, b.publisher, Publication{Topic: v1.Topic,
-		Message: func(ctx context.Context, p *domain.Purchase, at time.Time, id uuid.UUID) (*message.Message, error) {
-			msg, err := v1.Message(ctx, p, at, id)
-			if err == nil {
-				msg.Metadata.Set(kafka.MetaPartitionKey, "tenant-"+p.TenantID().String())
-			}
-			return msg, err
-		}})
-	require.NoError(t, err)
+	store := b.publishingAs(t, func(p *domain.Purchase, msg *message.Message) {
+		msg.Metadata.Set(kafka.MetaPartitionKey, "tenant-"+p.TenantID().String())
+	})
 	asOf := time.Now().UTC()
 
 	res, err := promotiontest.ExpireBatches(t, store).ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
@@ -230,16 +223,11 @@ func TestExpireKeepsAnEventTooLargeAsPoison(t *testing.T) {
 	t.Parallel()
 	b := newExpireBundle(t)
 	ids := b.insertDue(t, 3)
-	v1 := PurchaseChangedV1()
-	store, err := NewExpireRepository(b.db.Gorm, b.publisher, Publication{Topic: v1.Topic,
-		Message: func(ctx context.Context, p *domain.Purchase, at time.Time, id uuid.UUID) (*message.Message, error) {
-			msg, err := v1.Message(ctx, p, at, id)
-			if err == nil && p.ID() == ids[1] {
-				msg.Payload = []byte(`"` + strings.Repeat("a", kafka.MaxRecordBytes) + `"`) // JSON, too large
-			}
-			return msg, err
-		}})
-	require.NoError(t, err)
+	store := b.publishingAs(t, func(p *domain.Purchase, msg *message.Message) {
+		if p.ID() == ids[1] {
+			msg.Payload = []byte(`"` + strings.Repeat("a", kafka.MaxRecordBytes) + `"`) // JSON, too large
+		}
+	})
 	batches := promotiontest.ExpireBatches(t, store)
 	asOf := time.Now().UTC()
 
@@ -258,4 +246,21 @@ func TestExpireKeepsAnEventTooLargeAsPoison(t *testing.T) {
 	var failures int
 	require.NoError(t, b.db.SQL.QueryRowContext(b.ctx, `SELECT failures FROM promotion.expire_poison WHERE purchase_id = $1`, ids[1]).Scan(&failures))
 	require.Equal(t, 2, failures)
+}
+
+// publishingAs is a repository on the bundle's database whose events are
+// PurchaseChangedV1's, then changed by edit.
+func (b *expireBundle) publishingAs(tb testing.TB, edit func(*domain.Purchase, *message.Message)) *ExpireRepository {
+	tb.Helper()
+	v1 := PurchaseChangedV1()
+	store, err := NewExpireRepository(b.db.Gorm, b.publisher, Publication{Topic: v1.Topic,
+		Message: func(ctx context.Context, p *domain.Purchase, at time.Time, id uuid.UUID) (*message.Message, error) {
+			msg, err := v1.Message(ctx, p, at, id)
+			if err == nil {
+				edit(p, msg)
+			}
+			return msg, err
+		}})
+	require.NoError(tb, err)
+	return store
 }

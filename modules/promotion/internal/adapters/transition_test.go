@@ -12,12 +12,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm/schema"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
 // unwrittenChanges names the columns of purchaseModel that differ between
@@ -68,24 +68,6 @@ func setColumns(args pgx.NamedArgs) []string {
 	return names
 }
 
-func activePurchase(tb testing.TB, endsAt time.Time) *domain.Purchase {
-	tb.Helper()
-	p, err := domain.UnmarshalPurchaseFromDatabase(domain.PurchaseFromDatabase{
-		ID: uuid.New(), TenantID: uuid.New(), PackageID: uuid.New(), PackageCode: "week",
-		PackageKind: domain.PackageKindProjectBoost, BoostWeight: 10,
-		Price: domain.UnmarshalPriceFromDatabase(decimal.RequireFromString("15.00"), 1,
-			domain.CurrencySnapshot{IsoCode: "EUR", Name: "Euro", Sign: "€"}),
-		Targets:       []domain.Target{domain.UnmarshalTargetFromDatabase(domain.TargetKindProject, uuid.New())},
-		Status:        domain.StatusActive,
-		PaymentStatus: domain.PaymentNotRequired,
-		StartsAt:      endsAt.Add(-7 * 24 * time.Hour), EndsAt: endsAt,
-		CreatedByUserID: uuid.New(), UpdatedByUserID: uuid.New(),
-		CreatedAt: endsAt.Add(-7 * 24 * time.Hour), UpdatedAt: endsAt.Add(-time.Hour), Version: 3,
-	})
-	require.NoError(tb, err)
-	return p
-}
-
 // eventColumns keep the transition's event; every transition writes them.
 var eventColumns = []string{"last_event_id", "last_event_at"}
 
@@ -103,7 +85,7 @@ func TestTransitionsChangeOnlyWrittenColumns(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			p := activePurchase(t, at.Add(-time.Minute))
+			p := promotiontest.ActivePurchase(t, at.Add(-time.Minute))
 			before, _ := toDBPurchase(p)
 			require.NoError(t, transit(p))
 			after, _ := toDBPurchase(p)
@@ -128,7 +110,7 @@ func TestTransitionsChangeOnlyWrittenColumns(t *testing.T) {
 // The check above can fail: a changed column that is not written is named.
 func TestUnwrittenChangesNamesAColumnLeftOut(t *testing.T) {
 	t.Parallel()
-	before, _ := toDBPurchase(activePurchase(t, time.Now()))
+	before, _ := toDBPurchase(promotiontest.ActivePurchase(t, time.Now()))
 	after := before
 	after.PackageCode, after.Status = "other", "Expired"
 	require.Equal(t, []string{"package_code"}, unwrittenChanges(t, before, after))
@@ -138,7 +120,7 @@ func TestUnwrittenChangesNamesAColumnLeftOut(t *testing.T) {
 func TestTransitionWriteSetsAColumnAnyRowChanged(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	expired, cancelled := activePurchase(t, at.Add(-time.Minute)), activePurchase(t, at.Add(-time.Minute))
+	expired, cancelled := promotiontest.ActivePurchase(t, at.Add(-time.Minute)), promotiontest.ActivePurchase(t, at.Add(-time.Minute))
 	loadedExpired, _ := toDBPurchase(expired)
 	loadedCancelled, _ := toDBPurchase(cancelled)
 	require.NoError(t, expired.Expire(at))

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
 // memoryBatch is the I/O of an expiry batch in memory: it stands in for
@@ -122,20 +122,7 @@ func duePurchases(tb testing.TB, asOf time.Time, n int) []app.LockedPurchase {
 	tb.Helper()
 	out := make([]app.LockedPurchase, n)
 	for i := range out {
-		endsAt := asOf.Add(-time.Hour)
-		p, err := domain.UnmarshalPurchaseFromDatabase(domain.PurchaseFromDatabase{
-			ID: uuid.New(), TenantID: uuid.New(), PackageID: uuid.New(), PackageCode: "week",
-			PackageKind: domain.PackageKindProjectBoost, BoostWeight: 10,
-			Price: domain.UnmarshalPriceFromDatabase(decimal.RequireFromString("15.00"), 1,
-				domain.CurrencySnapshot{IsoCode: "EUR", Name: "Euro", Sign: "€"}),
-			Targets:       []domain.Target{domain.UnmarshalTargetFromDatabase(domain.TargetKindProject, uuid.New())},
-			Status:        domain.StatusActive,
-			PaymentStatus: domain.PaymentNotRequired,
-			StartsAt:      endsAt.Add(-7 * 24 * time.Hour), EndsAt: endsAt,
-			CreatedByUserID: uuid.New(), CreatedAt: endsAt.Add(-7 * 24 * time.Hour), UpdatedAt: endsAt, Version: 3,
-		})
-		require.NoError(tb, err)
-		out[i] = app.LockedPurchase{Purchase: p}
+		out[i] = app.LockedPurchase{Purchase: promotiontest.ActivePurchase(tb, asOf.Add(-time.Hour))}
 	}
 	return out
 }
