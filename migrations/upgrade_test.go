@@ -67,7 +67,7 @@ func TestUpgradeCarriesTheBacklogOverOnce(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if err := ptx.DB.Raw(`INSERT INTO outbox."pin_promotion_purchase_changed_v1" (uuid, payload, metadata, transaction_id)
+				if err := ptx.GORM().Raw(`INSERT INTO outbox."pin_promotion_purchase_changed_v1" (uuid, payload, metadata, transaction_id)
 					VALUES (?, ?, '{}', pg_current_xact_id()) RETURNING transaction_id::text, "offset"`,
 					uuid.NewString(), env).Row().Scan(&positionXID, &positionOffset); err != nil {
 					return err

@@ -41,7 +41,8 @@ func TestADeadLetteredEventReplayedLateLeavesTheProjectionRight(t *testing.T) {
 	publish := func(e contract.Envelope) {
 		t.Helper()
 		require.NoError(t, postgres.InTx(ctx, b.db.Gorm, func(tx postgres.Tx) error {
-			return pub.Publish(ctx, tx, contract.Topic, outboxMessage(t, e))
+			_, err := pub.Write(ctx, tx, outbox.Write{Events: outbox.Events(contract.Topic, outboxMessage(t, e))})
+			return err
 		}))
 	}
 

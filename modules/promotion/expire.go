@@ -30,7 +30,11 @@ type expiry struct {
 // from the start.
 // This is where the settings' zero fields take the config's defaults.
 func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
-	store, err := adapters.NewExpireRepository(d.DB, d.Outbox, events...)
+	storage, err := adapters.NewExpireRepository(d.DB, d.Outbox, events...)
+	if err != nil {
+		return nil, err
+	}
+	store, err := app.NewExpireBatches(storage)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +44,7 @@ func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
 	if err != nil {
 		return nil, err
 	}
-	cycle, err := app.NewExpireCycle(store, cycleRecorder{ExpireTelemetry: telemetry, store: store, logger: d.Logger}, d.Now)
+	cycle, err := app.NewExpireCycle(store, cycleRecorder{ExpireTelemetry: telemetry, store: storage, logger: d.Logger}, d.Now)
 	if err != nil {
 		return nil, err
 	}

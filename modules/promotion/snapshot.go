@@ -13,6 +13,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // SnapshotOptions are what `pin promotion snapshot` asks for: which
@@ -105,7 +106,11 @@ func Snapshot(ctx context.Context, db *sql.DB, o SnapshotOptions, obs SnapshotOb
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("promotion: snapshot: %w", err)
 	}
-	store, err := adapters.NewSnapshotRepository(db, publisher, publications()...)
+	gdb, err := postgres.GORMOn(db)
+	if err != nil {
+		return SnapshotResult{}, fmt.Errorf("promotion: snapshot: %w", err)
+	}
+	store, err := adapters.NewSnapshotRepository(gdb, publisher, publications()...)
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("promotion: snapshot: %w", err)
 	}

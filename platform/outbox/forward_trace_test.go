@@ -36,7 +36,7 @@ func TestForwardSpanContinuesThePublicationTrace(t *testing.T) {
 	ctx, useCase := tp.Tracer("test").Start(b.ctx, "use case")
 	good := event(uuid.NewString(), 1)
 	require.NoError(t, postgres.InTx(ctx, b.db.Gorm, func(tx postgres.Tx) error {
-		return pub.Publish(ctx, tx, topic, good)
+		return publish(ctx, pub, tx, topic, good)
 	}))
 	useCase.End()
 

@@ -67,7 +67,7 @@ func (b testBundle) publish(tb testing.TB, msgs ...*message.Message) {
 // test: it returns the error for the goroutine to report.
 func (b testBundle) tryPublish(msgs ...*message.Message) error {
 	return postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
-		return b.pub.Publish(b.ctx, tx, topic, msgs...)
+		return publish(b.ctx, b.pub, tx, topic, msgs...)
 	})
 }
 
@@ -228,4 +228,11 @@ func requireOrderedPerKey(tb testing.TB, records []*kgo.Record) map[string]int {
 
 func spanContextOf(ctx context.Context) trace.SpanContext {
 	return trace.SpanContextFromContext(ctx)
+}
+
+// publish writes msgs to topic's outbox table inside tx, as a producer
+// without a change of its own does.
+func publish(ctx context.Context, pub *outbox.Publisher, tx postgres.Tx, topic string, msgs ...*message.Message) error {
+	_, err := pub.Write(ctx, tx, outbox.Write{Events: outbox.Events(topic, msgs...)})
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/jackc/pgx/v5"
 	"strings"
 	"testing"
 
@@ -56,7 +57,7 @@ func TestPublishRollsBackWithTheTransaction(t *testing.T) {
 	boom := errors.New("use case failed")
 
 	err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
-		require.NoError(t, b.pub.Publish(b.ctx, tx, topic, event("purchase-1", 1), event("purchase-2", 1)))
+		require.NoError(t, publish(b.ctx, b.pub, tx, topic, event("purchase-1", 1), event("purchase-2", 1)))
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
@@ -71,13 +72,13 @@ func TestPublishRefusesIncompleteMessages(t *testing.T) {
 		msg := event("purchase-1", 1)
 		msg.Metadata.Set(key, "")
 		err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
-			return b.pub.Publish(b.ctx, tx, topic, event("purchase-1", 0), msg)
+			return publish(b.ctx, b.pub, tx, topic, event("purchase-1", 0), msg)
 		})
 		require.ErrorContains(t, err, key)
 	}
-	require.ErrorContains(t, b.pub.Publish(b.ctx, postgres.Tx{}, topic, event("k", 1)), "outside a transaction")
+	require.ErrorContains(t, publish(b.ctx, b.pub, postgres.Tx{}, topic, event("k", 1)), "outside a transaction")
 	err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
-		return b.pub.Publish(b.ctx, tx, "bad topic;drop", event("k", 1))
+		return publish(b.ctx, b.pub, tx, "bad topic;drop", event("k", 1))
 	})
 	require.Error(t, err)
 	require.Zero(t, b.rows(t))
@@ -95,7 +96,7 @@ func TestPublishCarriesTraceAndCorrelation(t *testing.T) {
 	defer span.End()
 	msg := event("purchase-1", 1)
 	require.NoError(t, postgres.InTx(ctx, b.db.Gorm, func(tx postgres.Tx) error {
-		return pub.Publish(ctx, tx, topic, msg)
+		return publish(ctx, pub, tx, topic, msg)
 	}))
 
 	require.Equal(t, "req-42", msg.Metadata.Get(kafka.MetaCorrelationID))
@@ -191,37 +192,59 @@ func TestPublishStoresMessagesInOrder(t *testing.T) {
 		bad := event("purchase-9", 1)
 		spoil(bad)
 		err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
-			return b.pub.Publish(b.ctx, tx, topic, event("purchase-8", 1), bad)
+			return publish(b.ctx, b.pub, tx, topic, event("purchase-8", 1), bad)
 		})
 		require.Error(t, err, name)
 	}
 	require.Len(t, b.storedRows(t), len(msgs), "nothing of a refused publication is stored")
 }
 
-// A batch's insert inside a caller's statement stores exactly the messages
-// whose key the caller's CTE returns, and nothing when the statement fails.
-func TestBatchCTEStoresOnlyAnnouncedMessages(t *testing.T) {
+// A change's statement stores exactly the events whose key its announcing
+// CTE returns, refuses an event whose key names none of its rows, and
+// stores nothing when the statement fails.
+func TestChangeStoresOnlyAnnouncedEvents(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	insert := func(announced []string, msgs ...*message.Message) error {
-		batch, err := b.pub.Ready(b.ctx, topic, msgs...)
-		require.NoError(t, err)
-		_, err = b.db.SQL.ExecContext(b.ctx, `WITH written AS (SELECT unnest($1::text[]) AS id), `+
-			batch.CTE("event", "written", 2)+` SELECT 1`, append([]any{announced}, batch.Args()...)...)
-		return batch.Done(err)
+	change, err := outbox.NewChange("test_written", `WITH written AS (SELECT unnest(@written::text[]) AS id)`, "written", topic)
+	require.NoError(t, err)
+	write := func(written, keys []string, msgs ...*message.Message) ([]string, error) {
+		var ids []string
+		err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+			var err error
+			ids, err = b.pub.Write(b.ctx, tx, outbox.Write{Events: outbox.Events(topic, msgs...), Change: change,
+				Args: pgx.NamedArgs{"written": written}, Keys: keys})
+			return err
+		})
+		return ids, err
 	}
 
 	msgs := []*message.Message{event("purchase-1", 1), event("purchase-2", 1), event("purchase-3", 1)}
-	require.NoError(t, insert([]string{"purchase-1", "purchase-3"}, msgs...))
+	all := []string{"purchase-1", "purchase-2", "purchase-3"}
+	ids, err := write([]string{"purchase-1", "purchase-3"}, all, msgs...)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"purchase-1", "purchase-3"}, ids)
 	stored := b.storedRows(t)
 	require.Len(t, stored, 2)
-	require.Equal(t, []string{msgs[0].UUID, msgs[2].UUID}, []string{stored[0].uuid, stored[1].uuid})
-	require.Equal(t, string(msgs[2].Payload), stored[1].payload, "byte for byte")
+	require.ElementsMatch(t, []string{msgs[0].UUID, msgs[2].UUID}, []string{stored[0].uuid, stored[1].uuid})
+
+	_, err = write(all, []string{"purchase-1"}, event("purchase-1", 2), event("purchase-9", 1))
+	require.ErrorContains(t, err, `its key "purchase-9" names no row of the change`)
 
 	notJSON := event("purchase-4", 1)
 	notJSON.Payload = []byte(`{"key":`)
-	require.ErrorContains(t, insert([]string{"purchase-4", "purchase-5"}, event("purchase-5", 1), notJSON), "json")
-	require.Len(t, b.storedRows(t), 2, "nothing of the failed statement is stored")
+	_, err = write([]string{"purchase-4", "purchase-5"}, []string{"purchase-4", "purchase-5"}, event("purchase-5", 1), notJSON)
+	require.ErrorContains(t, err, "json")
+	require.Len(t, b.storedRows(t), 2, "nothing of a refused or failed write is stored")
+}
+
+// NewChange refuses a head that is no WITH, or that names the outbox's
+// parameters.
+func TestNewChangeRefusesABadHead(t *testing.T) {
+	t.Parallel()
+	_, err := outbox.NewChange("x", `UPDATE t SET a = 1`, "t", topic)
+	require.Error(t, err)
+	_, err = outbox.NewChange("x", `WITH t AS (SELECT @outbox_0_uuids AS id)`, "t", topic)
+	require.ErrorContains(t, err, "outbox_")
 }
 
 type storedRow struct {

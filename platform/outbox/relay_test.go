@@ -40,7 +40,7 @@ func TestRelayEndToEnd(t *testing.T) {
 	msg.Metadata.Set("internal_note", "stays in the outbox")
 	ctx, span := tp.Tracer("test").Start(b.ctx, "expire cycle")
 	require.NoError(t, postgres.InTx(ctx, b.db.Gorm, func(tx postgres.Tx) error {
-		return pub.Publish(ctx, tx, topic, msg)
+		return publish(ctx, pub, tx, topic, msg)
 	}))
 	span.End()
 
@@ -254,10 +254,10 @@ func TestRelayServesSeveralTopics(t *testing.T) {
 	b.startRelay(t, outbox.RelayConfig{Brokers: brokers, Topics: []string{topic, other}}, nil)
 	a, o := event("p", 1), event("p", 1)
 	require.NoError(t, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
-		if err := b.pub.Publish(b.ctx, tx, topic, a); err != nil {
+		if err := publish(b.ctx, b.pub, tx, topic, a); err != nil {
 			return err
 		}
-		return b.pub.Publish(b.ctx, tx, other, o)
+		return publish(b.ctx, b.pub, tx, other, o)
 	}))
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic, other),

@@ -82,10 +82,10 @@ func TestThreeRelaysTakeOverUnderTraffic(t *testing.T) {
 				key := fmt.Sprintf("purchase-%d", 1+rand.IntN(keys))
 				err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
 					var seq int
-					if err := tx.DB.Raw(`UPDATE purchases SET seq = seq + 1 WHERE id = ? RETURNING seq`, key).Scan(&seq).Error; err != nil {
+					if err := tx.GORM().Raw(`UPDATE purchases SET seq = seq + 1 WHERE id = ? RETURNING seq`, key).Scan(&seq).Error; err != nil {
 						return err
 					}
-					return b.pub.Publish(b.ctx, tx, topic, event(key, seq))
+					return publish(b.ctx, b.pub, tx, topic, event(key, seq))
 				})
 				if !assert.NoError(t, err) {
 					return

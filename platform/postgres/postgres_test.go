@@ -21,7 +21,7 @@ import (
 )
 
 // outboxTable stands for an outbox table: written through the executor
-// (tx.Exec) as watermill-sql's publisher writes, beside GORM's writes.
+// (tx.ExecContext) as the outbox writes, beside GORM's writes.
 const outboxTable = `outbox_rows`
 
 type testBundle struct {
@@ -50,7 +50,7 @@ func (b testBundle) count(tb testing.TB, table string) int {
 // insertOutbox writes an outbox row the way watermill-sql's publisher does:
 // through the executor, stamped with the current transaction id.
 func insertOutbox(ctx context.Context, tx postgres.Tx) error {
-	_, err := tx.Exec.ExecContext(ctx,
+	_, err := tx.ExecContext(ctx,
 		`INSERT INTO `+outboxTable+` (uuid, payload, metadata) VALUES ($1, $2, $3)`,
 		"00000000-0000-0000-0000-000000000001", []byte(`{}`), []byte(`{}`))
 	return err
@@ -61,7 +61,7 @@ func TestInTxCommits(t *testing.T) {
 	b := setup(t)
 
 	err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
-		if err := tx.DB.Exec("INSERT INTO items (id) VALUES (1)").Error; err != nil {
+		if err := tx.GORM().Exec("INSERT INTO items (id) VALUES (1)").Error; err != nil {
 			return err
 		}
 		return insertOutbox(b.ctx, tx)
@@ -83,7 +83,7 @@ func TestInTxRollsBackOnError(t *testing.T) {
 	boom := errors.New("boom")
 
 	err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
-		require.NoError(t, tx.DB.Exec("INSERT INTO items (id) VALUES (1)").Error)
+		require.NoError(t, tx.GORM().Exec("INSERT INTO items (id) VALUES (1)").Error)
 		require.NoError(t, insertOutbox(b.ctx, tx))
 		return boom
 	})
@@ -105,14 +105,15 @@ func TestInTxRollsBackOnPanic(t *testing.T) {
 	require.Zero(t, b.count(t, outboxTable))
 }
 
-func TestExecutorOfFailsOutsideTransaction(t *testing.T) {
+// The zero Tx is in no transaction: it runs nothing, so no write can land
+// outside the caller's transaction.
+func TestZeroTxRunsNothing(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-
-	_, err := postgres.ExecutorOf(b.db.Gorm)
+	var tx postgres.Tx
+	require.False(t, tx.Valid())
+	_, err := tx.ExecContext(context.Background(), "SELECT 1")
 	require.ErrorContains(t, err, "not in a transaction")
-
-	_, err = postgres.ExecutorOf(b.db.Gorm.Session(&gorm.Session{PrepareStmt: true}))
+	_, err = tx.QueryContext(context.Background(), "SELECT 1")
 	require.ErrorContains(t, err, "not in a transaction")
 }
 
@@ -122,9 +123,9 @@ func TestInTxWithPreparedStatements(t *testing.T) {
 	prepared := b.db.Gorm.Session(&gorm.Session{PrepareStmt: true})
 
 	err := postgres.InTx(b.ctx, prepared, func(tx postgres.Tx) error {
-		_, isPrepared := tx.DB.Statement.ConnPool.(*gorm.PreparedStmtTX)
+		_, isPrepared := tx.GORM().Statement.ConnPool.(*gorm.PreparedStmtTX)
 		require.True(t, isPrepared, "GORM wraps the transaction when PrepareStmt is on")
-		if err := tx.DB.Exec("INSERT INTO items (id) VALUES (1)").Error; err != nil {
+		if err := tx.GORM().Exec("INSERT INTO items (id) VALUES (1)").Error; err != nil {
 			return err
 		}
 		return insertOutbox(b.ctx, tx)
@@ -133,7 +134,7 @@ func TestInTxWithPreparedStatements(t *testing.T) {
 	require.Equal(t, 1, b.count(t, outboxTable))
 
 	err = postgres.InTx(b.ctx, prepared, func(tx postgres.Tx) error {
-		require.NoError(t, tx.DB.Exec("INSERT INTO items (id) VALUES (2)").Error)
+		require.NoError(t, tx.GORM().Exec("INSERT INTO items (id) VALUES (2)").Error)
 		require.NoError(t, insertOutbox(b.ctx, tx))
 		return errors.New("roll back")
 	})

@@ -3,32 +3,78 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
-	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	gormpostgres "gorm.io/driver/postgres"
 	"gorm.io/gorm"
 )
 
-// Tx is one database transaction seen two ways: as a GORM session for the
-// use case's reads and writes, and as the executor that watermill-sql needs
-// to insert outbox messages into the very same transaction.
+// Tx is the one kind of transaction an adapter sees: one database
+// transaction, open to GORM (GORM) and to literal SQL (ExecContext,
+// QueryContext) alike. Only InTx makes one, so both always stand; the zero
+// Tx is not in a transaction (Valid) and runs nothing.
 type Tx struct {
-	// DB is the GORM session bound to the transaction.
-	DB *gorm.DB
-	// Exec runs statements on the same transaction, for watermill-sql.
-	Exec watermillsql.ContextExecutor
+	gorm *gorm.DB
+	sql  *sql.Tx
+}
+
+// errNoTx is the error of the zero Tx.
+var errNoTx = errors.New("postgres: not in a transaction (a Tx comes from InTx)")
+
+// Valid reports whether tx is a transaction InTx began.
+func (tx Tx) Valid() bool { return tx.sql != nil && tx.gorm != nil }
+
+// GORM is the GORM session bound to the transaction.
+func (tx Tx) GORM() *gorm.DB { return tx.gorm }
+
+// ExecContext runs a statement in the transaction; args may be one
+// pgx.NamedArgs.
+func (tx Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	observe(ctx, query, args)
+	if !tx.Valid() {
+		return nil, errNoTx
+	}
+	return tx.sql.ExecContext(ctx, query, args...)
+}
+
+// QueryContext runs a statement that returns rows in the transaction; args
+// may be one pgx.NamedArgs.
+func (tx Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	observe(ctx, query, args)
+	if !tx.Valid() {
+		return nil, errNoTx
+	}
+	return tx.sql.QueryContext(ctx, query, args...)
 }
 
 // InTx runs fn inside one transaction: it commits when fn returns nil and
 // rolls back when fn returns an error or panics.
 func InTx(ctx context.Context, db *gorm.DB, fn func(tx Tx) error) error {
 	return db.WithContext(ctx).Transaction(func(gtx *gorm.DB) error {
-		exec, err := ExecutorOf(gtx)
+		sqlTx, err := sqlTxOf(gtx)
 		if err != nil {
 			return err
 		}
-		return fn(Tx{DB: gtx, Exec: exec})
+		return fn(Tx{gorm: gtx, sql: sqlTx})
 	})
+}
+
+// GORMOn opens GORM on a database/sql pool that another part of the
+// program holds (an operator's command has only the pool), so InTx can
+// run on it. It adds no connection and no statement cache of its own.
+func GORMOn(db *sql.DB) (*gorm.DB, error) {
+	g, err := gorm.Open(gormpostgres.New(gormpostgres.Config{Conn: db}), &gorm.Config{
+		DisableAutomaticPing: true,
+		NowFunc:              func() time.Time { return time.Now().UTC() },
+		Logger:               NewLogger(slog.Default(), slowQuery),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: GORM on a pool: %w", err)
+	}
+	return g, nil
 }
 
 // InSQLTx is InTx on a database/sql pool, for the code that holds no GORM
@@ -49,22 +95,40 @@ func InSQLTx(ctx context.Context, db *sql.DB, what string, fn func(tx *sql.Tx) e
 	return nil
 }
 
-// ExecutorOf returns the watermill-sql executor of the transaction that gtx
-// is bound to. It fails, rather than falling back to another connection, when
-// gtx is not inside a transaction: an outbox write outside the caller's
-// transaction would break the atomicity of a change and its event.
-func ExecutorOf(gtx *gorm.DB) (watermillsql.ContextExecutor, error) {
+// sqlTxOf returns the *sql.Tx that gtx is bound to. It fails, rather than
+// falling back to another connection, when gtx is not inside a
+// transaction: a write outside it would break a change's atomicity.
+func sqlTxOf(gtx *gorm.DB) (*sql.Tx, error) {
 	switch pool := gtx.Statement.ConnPool.(type) {
 	case *sql.Tx:
-		return watermillsql.TxFromStdSQL(pool), nil
+		return pool, nil
 	case *gorm.PreparedStmtTX:
 		// With PrepareStmt GORM wraps the transaction; the *sql.Tx inside is
 		// the same transaction, without GORM's statement cache.
 		if sqlTx, ok := pool.Tx.(*sql.Tx); ok {
-			return watermillsql.TxFromStdSQL(sqlTx), nil
+			return sqlTx, nil
 		}
 		return nil, fmt.Errorf("postgres: prepared-statement transaction wraps %T, not *sql.Tx", pool.Tx)
 	default:
 		return nil, fmt.Errorf("postgres: the GORM session is not in a transaction (connection pool is %T)", pool)
+	}
+}
+
+// StatementObserver sees each statement a Tx runs under a context from
+// WithStatementObserver, before it runs.
+type StatementObserver func(query string, args []any)
+
+type statementObserverKey struct{}
+
+// WithStatementObserver returns ctx with fn seeing the statements Tx runs
+// under it: the plan guards explain exactly what the code sends, through
+// the code's own builders, without a second copy of its statements.
+func WithStatementObserver(ctx context.Context, fn StatementObserver) context.Context {
+	return context.WithValue(ctx, statementObserverKey{}, fn)
+}
+
+func observe(ctx context.Context, query string, args []any) {
+	if fn, ok := ctx.Value(statementObserverKey{}).(StatementObserver); ok {
+		fn(query, args)
 	}
 }

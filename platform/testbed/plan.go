@@ -145,10 +145,19 @@ func Explain(tb testing.TB, pool *sql.DB, s Statement) (custom, generic Plan) {
 			tb.Fatalf("testbed: explain: %v\n%s", err, q)
 		}
 	}
-	query := s.Query
+	query, args := s.Query, s.Args
+	// Named parameters become $n here, as pgx rewrites them on the way out,
+	// so that PREPARE below sees the statement the server gets.
+	if len(args) == 1 {
+		if named, ok := args[0].(pgx.NamedArgs); ok {
+			if query, args, err = named.RewriteQuery(ctx, nil, query, nil); err != nil {
+				tb.Fatalf("testbed: explain: %v\n%s", err, s.Query)
+			}
+		}
+	}
 
 	var out string
-	if err := tx.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) "+query, s.Args...).Scan(&out); err != nil {
+	if err := tx.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&out); err != nil {
 		tb.Fatalf("testbed: explain: %v\n%s", err, query)
 	}
 	custom = parsePlan(tb, out)

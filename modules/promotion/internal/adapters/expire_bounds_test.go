@@ -110,7 +110,7 @@ func TestExpireFrozenBatchLetsGoAfterIdleTimeout(t *testing.T) {
 	ids := b.insertDue(t, 5)
 	asOf := time.Now().UTC().Truncate(time.Microsecond)
 	var once sync.Once
-	_, err := b.store.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error {
+	_, err := b.batches.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error {
 		once.Do(func() {
 			require.Equal(t, 5, b.locked(t, ids), "frozen with its rows locked")
 			b.awaitUnlocked(t, ids) // the server ended the idle session
@@ -229,9 +229,9 @@ func TestExpireDataErrorOfAnotherTableIsAFault(t *testing.T) {
 				b := newExpireBundle(t)
 				ids := b.insertDue(t, 5)
 				b.exec(t, fmt.Sprintf(tc.setup, ids[2]))
-				batch := b.store.ExpireBatch
+				batch := b.batches.ExpireBatch
 				if rowByRow {
-					batch = b.store.ExpireBatchRowByRow
+					batch = b.batches.RowByRow
 				}
 				asOf := time.Now().UTC().Truncate(time.Microsecond)
 

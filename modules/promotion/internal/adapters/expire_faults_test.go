@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/outbox"
 )
 
 // A fault of the database is the batch's, never a row's: a
@@ -177,7 +179,7 @@ func TestExpirePoisonWithUnstorableErrorTextIsRemembered(t *testing.T) {
 	ids := b.insertDue(t, 2)
 	asOf := time.Now().UTC().Truncate(time.Microsecond)
 
-	res, err := b.store.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error {
+	res, err := b.batches.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error {
 		if p.ID() == ids[0] {
 			return errors.New("refused: \x00 and \xff")
 		}
@@ -192,26 +194,19 @@ func TestExpirePoisonWithUnstorableErrorTextIsRemembered(t *testing.T) {
 	require.Equal(t, "expire: refused:  and \uFFFD", lastError)
 }
 
-// The batch's outbox CTE stores an event only with the row its partition
+// The batch's one statement stores an event only with the row its partition
 // key names, so a publication keyed otherwise would lose its events
 // silently: its purchases fail as poison instead, and nothing is written.
 func TestExpireRefusesAnEventNotKeyedByItsPurchase(t *testing.T) {
 	t.Parallel()
 	b := newExpireBundle(t)
 	ids := b.insertDue(t, 1)
-	v1 := PurchaseChangedV1()
-	store, err := NewExpireRepository(b.db.Gorm, b.publisher, Publication{Topic: v1.Topic,
-		Message: func(ctx context.Context, p *domain.Purchase, at time.Time, id uuid.UUID) (*message.Message, error) {
-			msg, err := v1.Message(ctx, p, at, id)
-			if err == nil {
-				msg.Metadata.Set(kafka.MetaPartitionKey, "tenant-"+p.TenantID().String())
-			}
-			return msg, err
-		}})
-	require.NoError(t, err)
+	store := b.publishingAs(t, func(p *domain.Purchase, msg *message.Message) {
+		msg.Metadata.Set(kafka.MetaPartitionKey, "tenant-"+p.TenantID().String())
+	})
 	asOf := time.Now().UTC()
 
-	res, err := store.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
+	res, err := promotiontest.ExpireBatches(t, store).ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
 
 	require.NoError(t, err)
 	require.Empty(t, res.Expired)
@@ -219,4 +214,53 @@ func TestExpireRefusesAnEventNotKeyedByItsPurchase(t *testing.T) {
 	require.ErrorContains(t, res.Failed[0].Err, "is not the purchase id")
 	require.Equal(t, "Active", b.row(t, ids[0]).Status)
 	require.Empty(t, b.events(t))
+}
+
+// An expiry whose event no broker would take (outbox.ErrMessageTooLarge)
+// is that purchase's poison, kept for a retry; the rest of the batch
+// commits, and the next cycle does not fail on it again.
+func TestExpireKeepsAnEventTooLargeAsPoison(t *testing.T) {
+	t.Parallel()
+	b := newExpireBundle(t)
+	ids := b.insertDue(t, 3)
+	store := b.publishingAs(t, func(p *domain.Purchase, msg *message.Message) {
+		if p.ID() == ids[1] {
+			msg.Payload = []byte(`"` + strings.Repeat("a", kafka.MaxRecordBytes) + `"`) // JSON, too large
+		}
+	})
+	batches := promotiontest.ExpireBatches(t, store)
+	asOf := time.Now().UTC()
+
+	for i := range 2 {
+		res, err := batches.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, RetryPoison: 1,
+			Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
+		require.NoError(t, err)
+		require.Len(t, res.Failed, 1, "batch %d: %+v", i, res)
+		require.Equal(t, ids[1], res.Failed[0].PurchaseID)
+		require.ErrorIs(t, res.Failed[0].Err, outbox.ErrMessageTooLarge)
+	}
+	require.Equal(t, "Active", b.row(t, ids[1]).Status)
+	require.Equal(t, "Expired", b.row(t, ids[0]).Status)
+	require.Equal(t, "Expired", b.row(t, ids[2]).Status)
+	require.Len(t, b.events(t), 2)
+	var failures int
+	require.NoError(t, b.db.SQL.QueryRowContext(b.ctx, `SELECT failures FROM promotion.expire_poison WHERE purchase_id = $1`, ids[1]).Scan(&failures))
+	require.Equal(t, 2, failures)
+}
+
+// publishingAs is a repository on the bundle's database whose events are
+// PurchaseChangedV1's, then changed by edit.
+func (b *expireBundle) publishingAs(tb testing.TB, edit func(*domain.Purchase, *message.Message)) *ExpireRepository {
+	tb.Helper()
+	v1 := PurchaseChangedV1()
+	store, err := NewExpireRepository(b.db.Gorm, b.publisher, Publication{Topic: v1.Topic,
+		Message: func(ctx context.Context, p *domain.Purchase, at time.Time, id uuid.UUID) (*message.Message, error) {
+			msg, err := v1.Message(ctx, p, at, id)
+			if err == nil {
+				edit(p, msg)
+			}
+			return msg, err
+		}})
+	require.NoError(tb, err)
+	return store
 }

@@ -32,6 +32,7 @@ type expireBundle struct {
 	db        *testbed.Database
 	publisher *outbox.Publisher
 	store     *ExpireRepository
+	batches   *app.ExpireBatches
 	cycle     *app.ExpireCycle
 	logs      *promotiontest.LogBuffer
 	reg       *prometheus.Registry
@@ -50,14 +51,14 @@ func newExpireBundle(tb testing.TB) *expireBundle {
 	store, err := NewExpireRepository(db.Gorm, publisher)
 	require.NoError(tb, err)
 	reg := prometheus.NewRegistry()
-	cycle := promotiontest.ExpireCycle(tb, store, ports.ExpireTelemetryDeps{Logger: logger, Registerer: reg, TracerProvider: tp})
+	cycle := promotiontest.ExpireCycle(tb, promotiontest.ExpireBatches(tb, store), ports.ExpireTelemetryDeps{Logger: logger, Registerer: reg, TracerProvider: tp})
 	pkg := promotiontest.InsertPackage(tb, db, promotiontest.Package{
 		Code: "expire-test-" + strings.ToLower(uuid.NewString()[:8]), Name: "Expire test week",
 		Kind: domain.PackageKindProjectBoost, DurationDays: 7, BoostWeight: 10,
 		Price: decimal.RequireFromString("1500.00"),
 	})
 	return &expireBundle{
-		ctx: context.Background(), db: db, publisher: publisher, store: store, cycle: cycle,
+		ctx: context.Background(), db: db, publisher: publisher, store: store, batches: promotiontest.ExpireBatches(tb, store), cycle: cycle,
 		logs: logs, reg: reg, spans: spans, pkg: pkg,
 	}
 }

@@ -10,12 +10,11 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
-	"github.com/pinmarket/pin/platform/postgres"
 )
 
-// rememberPoison records the batch's failures in promotion.expire_poison
-// (one more failure, the last error and attempt), in its transaction.
-func rememberPoison(ctx context.Context, tx postgres.Tx, asOf time.Time, failed []app.FailedExpiry) error {
+// RememberPoison implements app.ExpireTx in promotion.expire_poison: one
+// more failure, the last error and attempt.
+func (t *expireTx) RememberPoison(ctx context.Context, asOf time.Time, failed []app.FailedExpiry) error {
 	if len(failed) == 0 {
 		return nil
 	}
@@ -25,7 +24,7 @@ func rememberPoison(ctx context.Context, tx postgres.Tx, asOf time.Time, failed 
 		// such bytes must not turn into a fault of the whole batch.
 		ids[i], msgs[i] = f.PurchaseID, strings.ToValidUTF8(strings.ReplaceAll(f.Err.Error(), "\x00", ""), "\uFFFD")
 	}
-	_, err := tx.Exec.ExecContext(ctx, `INSERT INTO `+expirePoisonTable+` AS x
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO `+expirePoisonTable+` AS x
 	(purchase_id, failures, last_error, first_failed_at, last_attempt_at)
 SELECT v.id, 1, v.err, $3, $3 FROM unnest($1::uuid[], $2::text[]) AS v(id, err)
 ON CONFLICT (purchase_id) DO UPDATE
@@ -37,9 +36,6 @@ SET failures = x.failures + 1, last_error = EXCLUDED.last_error, last_attempt_at
 	return nil
 }
 
-// fault is whose fault an error of the expiry's write is: a row's (the
-// row is set aside as poison, the rest commits) or the batch's (the whole
-// batch rolls back, nothing is remembered, the cycle fails).
 // CountPoison implements app.ExpireStore: the known poison purchases that
 // are still Active (a cancelled one is no longer the job's concern).
 func (r *ExpireRepository) CountPoison(ctx context.Context) (int, error) {

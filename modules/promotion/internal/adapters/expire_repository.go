@@ -18,16 +18,19 @@ import (
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
-// ExpireRepository is the expiry job's storage: it selects due purchases
-// with their rows locked, writes a batch of transitions as one set-based
-// UPDATE and puts the batch's events into the outbox in one insert, all in
-// one transaction.
+// ExpireRepository is the expiry job's storage (app.ExpireBatchStorage):
+// in one transaction bounded in time, it selects due purchases with their
+// rows locked, builds their events, and writes a batch of transitions and
+// their events as one statement, or row by row. What a batch does with
+// each row is app.ExpireBatches' policy.
 type ExpireRepository struct {
 	db     *gorm.DB
 	outbox *outbox.Publisher
 	events Publications
 	// session is the batch transaction's first statement (batchSession).
 	session string
+	// write is the set-based write: expireWriteHead with the outbox's half.
+	write *outbox.Change
 }
 
 // ExpireTimeouts bound each batch's transaction on the server, so that a
@@ -62,7 +65,7 @@ func batchSession(t ExpireTimeouts) string {
 		t.Lock.Milliseconds(), t.Statement.Milliseconds(), t.IdleInTransaction.Milliseconds())
 }
 
-var _ app.ExpireStore = (*ExpireRepository)(nil)
+var _ app.ExpireBatchStorage = (*ExpireRepository)(nil)
 
 // NewExpireRepository returns the repository. It publishes each event to
 // publications, PurchaseChangedV1 alone when none is given.
@@ -74,194 +77,116 @@ func NewExpireRepository(db *gorm.DB, publisher *outbox.Publisher, publications 
 	if err != nil {
 		return nil, err
 	}
-	return &ExpireRepository{db: db, outbox: publisher, events: events, session: batchSession(DefaultExpireTimeouts)}, nil
-}
-
-// expiryCandidate is a locked purchase after its transition, before it is
-// written.
-type expiryCandidate struct {
-	transition
-	events []*message.Message // one per publication
-}
-
-// ExpireBatch implements app.ExpireStore; b.Expire may run on several
-// goroutines. Every poison check (transition, event) runs before the first
-// write, and the rows stay locked until the commit, so no cancellation can
-// slip between a transition and its event. A batch is five round trips:
-// BEGIN, SET LOCAL (timeouts, batchSession), one selection, one write
-// (transitions, events, poison forgotten), COMMIT. When the set-based write
-// may have failed for a row's data (ownRefusal), the batch is rolled back
-// and done again with a savepoint per row, so only that row is set aside;
-// any other error rolls it back whole, and so does a redo in which every
-// due row was refused alike (app.RefusedAlike).
-func (r *ExpireRepository) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
-	if b.Limit <= 0 || b.Expire == nil {
-		return app.ExpireBatchResult{}, errors.New("expire batch: a positive limit and an Expire func are required")
-	}
-	res, err := r.expireBatch(ctx, b, false)
-	if errors.Is(err, errSetRefused) {
-		res, err = r.expireBatch(ctx, b, true)
-	}
+	write, err := events.change("expire_write", expireWriteHead, "updated")
 	if err != nil {
-		return app.ExpireBatchResult{}, err
+		return nil, err
 	}
-	return res, nil
+	return &ExpireRepository{db: db, outbox: publisher, events: events, session: batchSession(DefaultExpireTimeouts), write: write}, nil
 }
 
-// errSetRefused marks a row error of the set-based write: the batch is
-// redone row by row.
-var errSetRefused = errors.New("a row refused the set-based write")
-
-func (r *ExpireRepository) expireBatch(ctx context.Context, b app.ExpireBatch, rowByRow bool) (app.ExpireBatchResult, error) {
-	var res app.ExpireBatchResult
-	err := postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
-		res = app.ExpireBatchResult{}
-		if _, err := tx.Exec.ExecContext(ctx, r.session); err != nil {
+// InBatch implements app.ExpireBatchStorage. A batch is five round trips:
+// BEGIN, SET LOCAL (timeouts, batchSession), one selection, one write
+// (transitions, events, poison forgotten), COMMIT.
+func (r *ExpireRepository) InBatch(ctx context.Context, fn func(app.ExpireTx) error) error {
+	return postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
+		if _, err := tx.ExecContext(ctx, r.session); err != nil {
 			return fmt.Errorf("set the batch's timeouts: %w", err)
 		}
-		sel, err := selectBatch(ctx, tx, b)
-		if err != nil {
-			return err
-		}
-		res.SkippedLocked, res.Retried, res.Selected, res.KeptForPoison = sel.skipped, len(sel.retries), len(sel.rows), sel.kept
-		if len(sel.rows) == 0 {
-			return nil
-		}
-		candidates, unprepared := prepareExpiries(ctx, r.events, sel.rows, sel.targets, b)
-		res.Failed = append(res.Failed, unprepared...)
-
-		var written []expiryCandidate
-		var unwritten []transition
-		var failed []app.FailedExpiry
-		if rowByRow {
-			written, unwritten, failed, err = r.writeRowByRow(ctx, tx, candidates)
-			if err == nil {
-				err = refusedAlike(candidates, failed, sel.retries)
-			}
-		} else {
-			written, unwritten, err = r.writeSet(ctx, tx, candidates, len(sel.retries) > 0)
-			if err != nil && ownRefusal(err) {
-				return fmt.Errorf("%w: %w", errSetRefused, err)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		res.Failed = append(res.Failed, failed...)
-		superseded, refused, err := rereadUnwritten(ctx, tx, unwritten)
-		if err != nil {
-			return err
-		}
-		res.Superseded = superseded
-		res.Failed = append(res.Failed, refused...)
-		if err := rememberPoison(ctx, tx, b.AsOf, res.Failed); err != nil {
-			return err
-		}
-		for _, c := range written {
-			res.Expired = append(res.Expired, c.purchase)
-		}
-		return nil
+		return fn(&expireTx{r: r, tx: tx})
 	})
+}
+
+// expireTx is one batch's transaction: what it locked, and the events
+// Prepare built for it.
+type expireTx struct {
+	r      *ExpireRepository
+	tx     postgres.Tx
+	loaded map[uuid.UUID]*purchaseModel
+	events map[uuid.UUID]prepared
+}
+
+// prepared is an expiry's events, one per publication, and what its row
+// keeps of them.
+type prepared struct {
+	msgs []*message.Message
+	last lastEvent
+}
+
+// Select implements app.ExpireTx.
+func (t *expireTx) Select(ctx context.Context, b app.ExpireBatch) (app.ExpireSelection, error) {
+	sel, err := selectBatch(ctx, t.tx, b)
 	if err != nil {
-		return app.ExpireBatchResult{}, err
+		return app.ExpireSelection{}, err
 	}
-	return res, nil
-}
-
-// ownRefusal reports whether err, raised by a statement that writes rows of
-// the purchases table, may be one row's fault: a data-class error
-// (postgres.FaultOf) that names that table or none. Any other table's (the
-// outbox's insert, a trigger's write elsewhere) is the batch's.
-func ownRefusal(err error) bool {
-	r, _ := postgres.RefusalOf(err)
-	return postgres.FaultOf(err) == postgres.FaultOfData && (r.Table == "" || r.Table == purchasesTable)
-}
-
-// refusedAlike applies app.RefusedAlike to the due rows of a row-by-row
-// write: known poison retried is left out, it is known to fail.
-func refusedAlike(cs []expiryCandidate, refused []app.FailedExpiry, retries map[uuid.UUID]bool) error {
-	tried := 0
-	for _, c := range cs {
-		if !retries[c.purchase.ID()] {
-			tried++
+	out := app.ExpireSelection{Retried: len(sel.retries), SkippedLocked: sel.skipped, KeptForPoison: sel.kept,
+		Locked: make([]app.LockedPurchase, 0, len(sel.rows))}
+	t.loaded = make(map[uuid.UUID]*purchaseModel, len(sel.rows))
+	for i, m := range sel.rows {
+		p, err := toDomainPurchase(m, sel.targets[m.ID])
+		if err != nil {
+			out.Failed = append(out.Failed, app.FailedExpiry{PurchaseID: m.ID, Err: err})
+			continue
 		}
+		t.loaded[m.ID] = &sel.rows[i]
+		out.Locked = append(out.Locked, app.LockedPurchase{Purchase: p, Retry: sel.retries[m.ID]})
 	}
-	due := make([]app.FailedExpiry, 0, len(refused))
-	for _, f := range refused {
-		if !retries[f.PurchaseID] {
-			due = append(due, f)
-		}
-	}
-	return app.RefusedAlike(tried, due)
+	return out, nil
 }
 
 // parallelPrepareMin is the batch size from which events are built on
 // several goroutines.
 const parallelPrepareMin = 32
 
-// prepareExpiries runs prepareExpiry for every row, in selection order, on
-// GOMAXPROCS goroutines for a large batch: building the events is most of a
-// batch's CPU time.
-func prepareExpiries(ctx context.Context, events Publications, rows []purchaseModel, targets map[uuid.UUID][]targetModel, b app.ExpireBatch) ([]expiryCandidate, []app.FailedExpiry) {
-	prepared := make([]expiryCandidate, len(rows))
-	errs := make([]error, len(rows))
-	workers := min(runtime.GOMAXPROCS(0), len(rows)/(parallelPrepareMin/2))
-	if len(rows) < parallelPrepareMin || workers < 2 {
-		for i, m := range rows {
-			prepared[i], errs[i] = prepareExpiry(ctx, events, m, targets[m.ID], b)
-		}
-	} else {
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := w; i < len(rows); i += workers {
-					prepared[i], errs[i] = prepareExpiry(ctx, events, rows[i], targets[rows[i].ID], b)
-				}
-			}()
-		}
-		wg.Wait()
+// Prepare implements app.ExpireTx: on GOMAXPROCS goroutines for a large
+// batch, building the events is most of a batch's CPU time.
+func (t *expireTx) Prepare(ctx context.Context, es []app.Expiry) ([]app.Expiry, []app.FailedExpiry) {
+	built := make([]prepared, len(es))
+	errs := make([]error, len(es))
+	workers := min(runtime.GOMAXPROCS(0), len(es)/(parallelPrepareMin/2))
+	if len(es) < parallelPrepareMin || workers < 2 {
+		workers = 1
 	}
-	candidates := make([]expiryCandidate, 0, len(rows))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(es); i += workers {
+				built[i], errs[i] = t.r.prepare(ctx, es[i].Purchase)
+			}
+		})
+	}
+	wg.Wait()
+	t.events = make(map[uuid.UUID]prepared, len(es))
+	ready := make([]app.Expiry, 0, len(es))
 	var failed []app.FailedExpiry
-	for i, m := range rows {
+	for i, ex := range es {
 		if errs[i] != nil {
-			failed = append(failed, app.FailedExpiry{PurchaseID: m.ID, Err: errs[i]})
+			failed = append(failed, app.FailedExpiry{PurchaseID: ex.Purchase.ID(), Err: errs[i]})
 			continue
 		}
-		candidates = append(candidates, prepared[i])
+		t.events[ex.Purchase.ID()] = built[i]
+		ready = append(ready, ex)
 	}
-	return candidates, failed
+	return ready, failed
 }
 
-// prepareExpiry rebuilds a locked purchase, makes its transition and builds
-// its events. A panic becomes the item's error: on a worker goroutine it
-// would end the process, and it concerns this purchase only.
-func prepareExpiry(ctx context.Context, events Publications, m purchaseModel, targets []targetModel, b app.ExpireBatch) (c expiryCandidate, err error) {
+// prepare builds p's events. A panic becomes the purchase's error: on a
+// worker goroutine it would end the process, and it concerns p only.
+func (r *ExpireRepository) prepare(ctx context.Context, p *domain.Purchase) (out prepared, err error) {
 	defer func() {
-		if r := recover(); r != nil {
-			c, err = expiryCandidate{}, fmt.Errorf("purchase %s: panic while preparing its expiry: %v", m.ID, r)
+		if v := recover(); v != nil {
+			out, err = prepared{}, fmt.Errorf("purchase %s: panic while building its event: %v", p.ID(), v)
 		}
 	}()
-	p, err := toDomainPurchase(m, targets)
-	if err != nil {
-		return expiryCandidate{}, err
-	}
-	previous := p.Version()
-	if err := b.Expire(p); err != nil {
-		return expiryCandidate{}, fmt.Errorf("expire: %w", err)
-	}
-	if p.Version() == previous || p.Status() != domain.StatusExpired {
-		return expiryCandidate{}, fmt.Errorf("expire: purchase %s made no transition to Expired", p.ID())
-	}
 	// occurredAt is the transition's moment: UpdatedAt, which Expire set to
 	// the cycle's AsOf.
-	msgs, ev, err := events.messages(ctx, p, p.UpdatedAt())
-	if err != nil {
-		return expiryCandidate{}, err
-	}
-	return expiryCandidate{transition: transition{purchase: p, previousVersion: previous, loaded: &m, event: ev}, events: msgs}, nil
+	msgs, last, err := r.events.messages(ctx, p, p.UpdatedAt())
+	return prepared{msgs: msgs, last: last}, err
+}
+
+// transition is ex as the transition statement writes it.
+func (t *expireTx) transition(ex app.Expiry) transition {
+	return transition{purchase: ex.Purchase, previousVersion: ex.PreviousVersion, loaded: t.loaded[ex.Purchase.ID()],
+		event: t.events[ex.Purchase.ID()].last}
 }
 
 // CountDue implements app.ExpireStore. It is an index-only count on the

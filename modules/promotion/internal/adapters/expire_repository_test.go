@@ -327,7 +327,7 @@ func (b *expireBundle) requireUnlocked(tb testing.TB, ids ...uuid.UUID) {
 	tb.Helper()
 	require.NoError(tb, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
 		var n int64
-		return tx.DB.Raw(`SELECT count(*) FROM (SELECT id FROM promotion.promotion_purchases
+		return tx.GORM().Raw(`SELECT count(*) FROM (SELECT id FROM promotion.promotion_purchases
 			WHERE id IN ? FOR UPDATE NOWAIT) AS locked`, ids).Scan(&n).Error
 	}))
 }
@@ -578,7 +578,7 @@ func TestExpireSelectionUsesPartialIndex(t *testing.T) {
 	explain := func() (plan string, buffers int) {
 		var lines []string
 		require.NoError(t, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
-			rows, err := tx.Exec.QueryContext(b.ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+selectBatchQuery,
+			rows, err := tx.QueryContext(b.ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+selectBatchQuery,
 				asOf, []string{}, 200, app.PoisonRetries(200, 1))
 			if err != nil {
 				return err
@@ -712,7 +712,7 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	fresh := b.insertDue(t, batch)
 	store, err := NewExpireRepository(b.db.Gorm, b.publisher)
 	require.NoError(t, err)
-	cycle := promotiontest.ExpireCycle(t, store, ports.ExpireTelemetryDeps{})
+	cycle := promotiontest.ExpireCycle(t, promotiontest.ExpireBatches(t, store), ports.ExpireTelemetryDeps{})
 	res, err := cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batch, MaxBatchesPerCycle: 1}))
 	require.NoError(t, err)
 	require.Equal(t, batch-1, res.Expired)

@@ -52,7 +52,7 @@ type batchSelection struct {
 // a row it cannot carry the skipped count, which is then asked for alone.
 func selectBatch(ctx context.Context, tx postgres.Tx, b app.ExpireBatch) (batchSelection, error) {
 	exclude := uuidStrings(b.Exclude)
-	rows, err := tx.Exec.QueryContext(ctx, selectBatchQuery, b.AsOf, exclude, b.Limit, b.RetryPoison)
+	rows, err := tx.QueryContext(ctx, selectBatchQuery, b.AsOf, exclude, b.Limit, b.RetryPoison)
 	if err != nil {
 		return batchSelection{}, fmt.Errorf("select due purchases: %w", err)
 	}
@@ -79,7 +79,7 @@ func selectBatch(ctx context.Context, tx postgres.Tx, b app.ExpireBatch) (batchS
 	}
 	sel.skipped = max(sel.skipped, 0)
 	if len(sel.rows) == 0 {
-		rows, err := tx.Exec.QueryContext(ctx, countSkippedQuery, b.AsOf, exclude, b.Limit)
+		rows, err := tx.QueryContext(ctx, countSkippedQuery, b.AsOf, exclude, b.Limit)
 		if err != nil {
 			return batchSelection{}, fmt.Errorf("count skipped-locked purchases: %w", err)
 		}

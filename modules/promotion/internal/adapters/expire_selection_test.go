@@ -52,7 +52,7 @@ func TestQueriesListPurchaseColumns(t *testing.T) {
 		prefixes []string
 	}{
 		"expire_select_batch": {selectBatchQuery, []string{"", "p.", "k."}},
-		"purchase_insert":     {insertPurchaseCTEs, []string{""}},
+		"purchase_insert":     {insertPurchaseHead, []string{""}},
 		"snapshot_select":     {snapshotSelectBatchQuery, []string{"p."}},
 	} {
 		flat := strings.Join(strings.Fields(q.query), " ")

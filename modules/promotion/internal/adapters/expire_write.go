@@ -2,163 +2,153 @@ package adapters
 
 import (
 	"context"
+	_ "embed"
+	"errors"
 	"fmt"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
-// writeSet writes the candidates' transitions, their events and forgets the
-// expired ones' poison records (when forgetPoison) in one statement: the
-// transition write (transitionWrite) with the outbox's inserts
-// (outbox.Batch.CTE) and the poison DELETE as CTEs over the rows it updated. A row its version guard
-// filters out gets no event and is returned unwritten. The events are
-// inserted in no particular order: they are of distinct purchases, and the
-// relay keeps order only per key (sorting them cost 0.5 ms a batch).
-func (r *ExpireRepository) writeSet(ctx context.Context, tx postgres.Tx, cs []expiryCandidate, forgetPoison bool) ([]expiryCandidate, []transition, error) {
-	if len(cs) == 0 {
-		return nil, nil, nil
+// expireWriteForget is the module's CTE after the transition in the
+// expiry's one write (sql/expire_write.sql).
+//
+//go:embed sql/expire_write.sql
+var expireWriteForget string
+
+// expireWriteHead is the module's half of the expiry's one write: the
+// transition as the CTE updated, then expireWriteForget. Both are literals;
+// this joins them once, and outbox.NewChange adds its own half.
+var expireWriteHead = "WITH updated AS (\n" + transitionQuery + "\n),\n" + expireWriteForget
+
+// WriteAll implements app.ExpireTx by one statement, expireWrite: the
+// transition (sql/purchase_transition.sql) and the poison DELETE
+// (sql/expire_write.sql), with platform/outbox's inserts over the rows it
+// updated. A row its version guard filters out gets no event. The events
+// are inserted in no particular order: they are of distinct purchases, and
+// the relay keeps order only per key.
+func (t *expireTx) WriteAll(ctx context.Context, es []app.Expiry, forgetPoison bool) ([]app.Expiry, error) {
+	if len(es) == 0 {
+		return nil, nil
 	}
-	ts := make([]transition, len(cs))
-	for i, c := range cs {
-		ts[i] = c.transition
+	ts, events, keys := make([]transition, len(es)), make([][]*message.Message, len(es)), make([]string, len(es))
+	for i, ex := range es {
+		ts[i], events[i], keys[i] = t.transition(ex), t.events[ex.Purchase.ID()].msgs, ex.Purchase.ID().String()
 	}
-	update, args := transitionWrite(ts)
-	events := make([][]*message.Message, len(cs))
-	for i, c := range cs {
-		events[i] = c.events
-	}
-	bs, err := r.events.ready(ctx, r.outbox, events...)
+	args := transitionArgs(ts)
+	args["forget_poison"] = forgetPoison
+	ids, err := t.r.outbox.Write(ctx, t.tx, outbox.Write{Events: t.r.events.outboxEvents(events...), Change: t.r.write, Args: args, Keys: keys})
 	if err != nil {
-		return nil, nil, err
+		err = fmt.Errorf("write expired purchases: %w", err)
+		if ownRefusal(err) || errors.Is(err, outbox.ErrMessageTooLarge) {
+			return nil, &app.RowRefusal{Err: err}
+		}
+		return nil, err
 	}
-	ctes, args := bs.ctes("updated", args)
-	query := "WITH updated AS (" + update + ")" + ctes
-	if forgetPoison {
-		query += forgetPoisonCTE
+	updated := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		updated[id] = true
 	}
-	updated, err := queryIDs(ctx, tx, query+"\nSELECT id FROM updated", args)
-	if err := bs.done(err); err != nil {
-		return nil, nil, fmt.Errorf("write expired purchases: %w", err)
-	}
-	idx, unwritten := splitWritten(ts, updated)
-	written := make([]expiryCandidate, len(idx))
-	for i, j := range idx {
-		written[i] = cs[j]
-	}
-	return written, unwritten, nil
-}
-
-// forgetPoisonCTE forgets the poison records of the rows writeSet's
-// statement updated.
-const forgetPoisonCTE = `,
-forgotten AS (DELETE FROM promotion.expire_poison WHERE purchase_id IN (SELECT id FROM updated))`
-
-// writeRowByRow writes each candidate's transition and events under its own
-// savepoint, so a row whose own statement, its transition's, is refused for
-// its data (ownRefusal) is set aside and the others are kept, then forgets
-// the poison records of those written. Any other error aborts the batch,
-// whatever its class when the outbox's insert raised it: the platform's
-// table refusing an event is no row's fault.
-func (r *ExpireRepository) writeRowByRow(ctx context.Context, tx postgres.Tx, cs []expiryCandidate) (written []expiryCandidate, unwritten []transition, failed []app.FailedExpiry, err error) {
-	for _, c := range cs {
-		var stale []transition
-		var own error // the transition's own statement's error
-		rowErr := inSavepoint(ctx, tx, "expire_item", func() error {
-			if _, stale, own = writeTransitionSet(ctx, tx, []transition{c.transition}); own != nil || len(stale) > 0 {
-				return own
-			}
-			return r.events.publish(ctx, tx, r.outbox, c.events)
-		})
-		switch {
-		case rowErr == nil && len(stale) > 0:
-			unwritten = append(unwritten, stale...)
-		case rowErr == nil:
-			written = append(written, c)
-		case rowErr == own && ownRefusal(own):
-			refusal, _ := postgres.RefusalOf(own)
-			failed = append(failed, app.FailedExpiry{PurchaseID: c.purchase.ID(), Err: rowErr, Refusal: refusal.String()})
-		default:
-			return nil, nil, nil, rowErr
+	var unwritten []app.Expiry
+	for _, ex := range es {
+		if !updated[ex.Purchase.ID().String()] {
+			unwritten = append(unwritten, ex)
 		}
 	}
-	if len(written) == 0 {
-		return nil, unwritten, failed, nil
-	}
-	ids := make([]uuid.UUID, len(written))
-	for i, c := range written {
-		ids[i] = c.purchase.ID()
-	}
-	if _, err := tx.Exec.ExecContext(ctx, `DELETE FROM `+expirePoisonTable+` WHERE purchase_id = ANY($1::uuid[])`,
-		uuidStrings(ids)); err != nil {
-		return nil, nil, nil, fmt.Errorf("forget expired poison purchases: %w", err)
-	}
-	return written, unwritten, failed, nil
+	return unwritten, nil
 }
 
-// rereadUnwritten re-reads the rows the version guard filtered out. A row
-// whose version moved on (or that is gone) lost a race to another writer:
-// it is superseded, not poison, and the next selection sees its new state.
-// A row still at the version it was loaded at was not written for a reason
-// of its own (a trigger or rule skipped it) and is poison.
-func rereadUnwritten(ctx context.Context, tx postgres.Tx, ts []transition) ([]app.SupersededExpiry, []app.FailedExpiry, error) {
-	if len(ts) == 0 {
-		return nil, nil, nil
+// ownRefusal reports whether err, raised by a statement that writes rows of
+// the purchases table, may be one row's fault: a data-class error
+// (postgres.FaultOf) that names that table or none. Any other table's (the
+// outbox's insert, a trigger's write elsewhere) is the batch's.
+func ownRefusal(err error) bool {
+	r, _ := postgres.RefusalOf(err)
+	return postgres.FaultOf(err) == postgres.FaultOfData && (r.Table == "" || r.Table == purchasesTable)
+}
+
+// WriteOne implements app.ExpireTx: the transition's own statement, then
+// its events, under a savepoint. Only the transition's statement refused
+// for its data (ownRefusal), or its event for its size, is the row's; the
+// outbox's insert refusing it is no row's fault, whatever its class.
+func (t *expireTx) WriteOne(ctx context.Context, ex app.Expiry) (bool, error) {
+	var stale []transition
+	var own error // the row's own refusal
+	err := inSavepoint(ctx, t.tx, "expire_item", func() error {
+		var err error
+		if _, stale, err = writeTransitionSet(ctx, t.tx, []transition{t.transition(ex)}); err != nil || len(stale) > 0 {
+			if ownRefusal(err) {
+				own = err
+			}
+			return err
+		}
+		err = t.r.events.write(ctx, t.tx, t.r.outbox, t.events[ex.Purchase.ID()].msgs)
+		if errors.Is(err, outbox.ErrMessageTooLarge) {
+			own = err
+		}
+		return err
+	})
+	switch {
+	case err == nil:
+		return len(stale) == 0, nil
+	case err == own:
+		refusal, _ := postgres.RefusalOf(own)
+		return false, &app.RowRefusal{Refusal: refusal.String(), Err: own}
+	default:
+		return false, err
 	}
-	ids := make([]uuid.UUID, len(ts))
-	for i, t := range ts {
-		ids[i] = t.purchase.ID()
+}
+
+// ForgetPoison implements app.ExpireTx.
+func (t *expireTx) ForgetPoison(ctx context.Context, ids []uuid.UUID) error {
+	if _, err := t.tx.ExecContext(ctx, `DELETE FROM `+expirePoisonTable+` WHERE purchase_id = ANY($1::uuid[])`,
+		uuidStrings(ids)); err != nil {
+		return fmt.Errorf("forget expired poison purchases: %w", err)
 	}
-	rows, err := tx.Exec.QueryContext(ctx, `SELECT id, status, version FROM `+purchasesTable+` WHERE id = ANY($1::uuid[])`, uuidStrings(ids))
+	return nil
+}
+
+// Reread implements app.ExpireTx.
+func (t *expireTx) Reread(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]app.SupersededExpiry, error) {
+	rows, err := t.tx.QueryContext(ctx, `SELECT id, status, version FROM `+purchasesTable+` WHERE id = ANY($1::uuid[])`, uuidStrings(ids))
 	if err != nil {
-		return nil, nil, fmt.Errorf("re-read unwritten purchases: %w", err)
+		return nil, fmt.Errorf("re-read unwritten purchases: %w", err)
 	}
-	defer rows.Close()
-	current := make(map[uuid.UUID]app.SupersededExpiry, len(ts))
+	defer func() { _ = rows.Close() }()
+	current := make(map[uuid.UUID]app.SupersededExpiry, len(ids))
 	for rows.Next() {
 		var s app.SupersededExpiry
 		if err := rows.Scan(&s.PurchaseID, &s.Status, &s.Version); err != nil {
-			return nil, nil, fmt.Errorf("re-read unwritten purchases: %w", err)
+			return nil, fmt.Errorf("re-read unwritten purchases: %w", err)
 		}
 		current[s.PurchaseID] = s
 	}
-	if err := rows.Close(); err != nil {
-		return nil, nil, fmt.Errorf("re-read unwritten purchases: %w", err)
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, fmt.Errorf("re-read unwritten purchases: %w", err)
 	}
-	var superseded []app.SupersededExpiry
-	var refused []app.FailedExpiry
-	for _, t := range ts {
-		now, found := current[t.purchase.ID()]
-		if found && now.Version == t.previousVersion {
-			refused = append(refused, app.FailedExpiry{PurchaseID: t.purchase.ID(),
-				Err: fmt.Errorf("purchase %s at version %d was not updated: a trigger or rule skipped its row", t.purchase.ID(), t.previousVersion)})
-			continue
-		}
-		now.PurchaseID = t.purchase.ID()
-		superseded = append(superseded, now)
-	}
-	return superseded, refused, nil
+	return current, nil
 }
 
 // inSavepoint runs fn after SAVEPOINT name; on fn's error it rolls back to
 // the savepoint (the transaction stays usable) and returns fn's error, or
 // the rollback's error when even that fails.
 func inSavepoint(ctx context.Context, tx postgres.Tx, name string, fn func() error) error {
-	if _, err := tx.Exec.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
 		return fmt.Errorf("savepoint %s: %w", name, err)
 	}
 	if err := fn(); err != nil {
-		if _, rbErr := tx.Exec.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+name); rbErr != nil {
+		if _, rbErr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+name); rbErr != nil {
 			// Only rbErr is wrapped: the transaction is broken, whatever
 			// fn's error was, so this must not pass for a row error.
 			return fmt.Errorf("rollback to savepoint %s: %w (after: %v)", name, rbErr, err)
 		}
 		return err
 	}
-	if _, err := tx.Exec.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
+	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
 		return fmt.Errorf("release savepoint %s: %w", name, err)
 	}
 	return nil

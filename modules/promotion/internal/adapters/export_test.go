@@ -1,13 +1,10 @@
 package adapters
 
 import (
-	"context"
 	"database/sql"
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 )
 
 // SaveTransition exposes the version-guarded write to the tests: through
@@ -23,9 +20,3 @@ func LegacyEventID(purchaseID uuid.UUID, version int64) uuid.UUID {
 // SetTimeouts sets the batch's server-side timeouts, for a test that would
 // otherwise wait the defaults' seconds for one.
 func (r *ExpireRepository) SetTimeouts(t ExpireTimeouts) { r.session = batchSession(t) }
-
-// ExpireBatchRowByRow runs a batch straight on the savepoint-per-row write,
-// as it is redone when the set-based write is refused.
-func (r *ExpireRepository) ExpireBatchRowByRow(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
-	return r.expireBatch(ctx, b, true)
-}

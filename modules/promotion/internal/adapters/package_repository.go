@@ -98,7 +98,7 @@ func (r *PackageRepository) CreateIfCodeAbsent(ctx context.Context, p *domain.Pa
 // not touched: they hold their own snapshots (INV-2).
 func (r *PackageRepository) UpdatePackage(ctx context.Context, id uuid.UUID, update func(*domain.Package) error) error {
 	return postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
-		query := selectPackages(tx.DB).Clauses(clause.Locking{
+		query := selectPackages(tx.GORM()).Clauses(clause.Locking{
 			Strength: clause.LockingStrengthUpdate, Table: clause.Table{Name: "p"},
 		})
 		p, err := getPackage(query, id)
@@ -109,7 +109,7 @@ func (r *PackageRepository) UpdatePackage(ctx context.Context, id uuid.UUID, upd
 			return err
 		}
 		after := toDBPackage(p)
-		err = tx.DB.Model(&packageModel{}).Where("id = ?", id).Select(packageColumns).Updates(&after).Error
+		err = tx.GORM().Model(&packageModel{}).Where("id = ?", id).Select(packageColumns).Updates(&after).Error
 		if err != nil {
 			return packageWriteError(p.Code(), err)
 		}

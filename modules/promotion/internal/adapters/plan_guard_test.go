@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -76,84 +75,102 @@ type hotStatement struct {
 // transactions rolled back, and returns the statements they sent.
 func hotStatements(tb testing.TB, db *testbed.Database, pkgID uuid.UUID, asOf time.Time) []hotStatement {
 	tb.Helper()
-	ctx := context.Background()
 	publisher := promotiontest.Publisher(tb, nil)
 	expiry, err := NewExpireRepository(db.Gorm, publisher)
 	require.NoError(tb, err)
 	purchases, err := NewPurchaseRepository(db.Gorm, publisher)
 	require.NoError(tb, err)
 	var out []hotStatement
-	record := func(name, index string, fn func(tx postgres.Tx) error) {
-		rec := &recordingExecutor{}
-		err := postgres.InTx(ctx, db.Gorm, func(tx postgres.Tx) error {
-			rec.ContextExecutor, tx.Exec = tx.Exec, rec
-			if err := fn(tx); err != nil {
-				return err
-			}
-			return errRolledBack
-		})
-		require.ErrorIs(tb, err, errRolledBack)
+	// record runs fn and keeps the last statement it sent with parameters,
+	// the parameterless ones before it (SET LOCAL, set_config) as its setup.
+	record := func(name, index string, fn func(ctx context.Context) error) {
+		rec := &recordedStatement{}
+		ctx := postgres.WithStatementObserver(context.WithValue(context.Background(), recorderKey{}, rec), rec.record)
+		require.ErrorIs(tb, fn(ctx), errRolledBack)
 		require.NotEmpty(tb, rec.last.Query, name)
 		rec.last.name, rec.last.index = name, index
 		rec.last.genericOnly = strings.HasPrefix(name, "expiry ")
 		out = append(out, rec.last)
 	}
-
-	b := app.ExpireBatch{AsOf: asOf, Limit: 200, Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }}
-	var candidates []expiryCandidate
-	record("expiry select", "promotion_purchases_expiry_idx", func(tx postgres.Tx) error {
-		sel, err := selectBatch(ctx, tx, b)
-		candidates, _ = prepareExpiries(ctx, expiry.events, sel.rows, sel.targets, b)
-		return err
-	})
-	require.Len(tb, candidates, b.Limit)
-	record("expiry write", "", func(tx postgres.Tx) error {
-		_, _, err := expiry.writeSet(ctx, tx, candidates, true)
-		return err
-	})
-	record("purchase insert", "", func(tx postgres.Tx) error {
-		built, err := purchases.buildOnRow(tx, pkgID, func(pkg *domain.Package) (*domain.Purchase, error) {
-			return domain.NewPurchase(domain.NewPurchaseParams{
-				ID: uuid.New(), TenantID: uuid.New(), CreatedBy: uuid.New(), Package: pkg,
-				Targets: []domain.TargetRef{{Kind: domain.TargetKindProject, ID: uuid.New()}}, Now: time.Now(),
-			})
+	inTx := func(ctx context.Context, fn func(tx postgres.Tx) error) error {
+		return postgres.InTx(ctx, db.Gorm, func(tx postgres.Tx) error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return errRolledBack
 		})
-		if err != nil {
-			return err
-		}
-		_, err = purchases.insert(ctx, tx.Exec, built)
-		return err
+	}
+
+	// The selection and the write share one batch transaction: the write
+	// needs what the selection locked. Each is recorded as it returns.
+	b := app.ExpireBatch{AsOf: asOf, Limit: 200, Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }}
+	record("expiry write", "", func(ctx context.Context) error {
+		rec := ctx.Value(recorderKey{}).(*recordedStatement)
+		return expiry.InBatch(ctx, func(tx app.ExpireTx) error {
+			sel, err := tx.Select(ctx, b)
+			if err != nil {
+				return err
+			}
+			selection := rec.last
+			selection.name, selection.index, selection.genericOnly = "expiry select", "promotion_purchases_expiry_idx", true
+			out = append(out, selection)
+			rec.last = hotStatement{Statement: testbed.Statement{Setup: selection.Setup}}
+			var expiries []app.Expiry
+			for _, l := range sel.Locked {
+				previous := l.Purchase.Version()
+				if err := b.Expire(l.Purchase); err != nil {
+					return err
+				}
+				expiries = append(expiries, app.Expiry{Purchase: l.Purchase, PreviousVersion: previous})
+			}
+			require.Len(tb, expiries, b.Limit)
+			ready, failed := tx.Prepare(ctx, expiries)
+			require.Empty(tb, failed)
+			if _, err := tx.WriteAll(ctx, ready, true); err != nil {
+				return err
+			}
+			return errRolledBack
+		})
 	})
-	record("snapshot select", "promotion_purchases_pkey", func(tx postgres.Tx) error {
-		_, _, err := selectSnapshotBatch(ctx, tx, app.SnapshotBatch{SnapshotID: uuid.New(), Limit: 100})
-		return err
+	record("purchase insert", "", func(ctx context.Context) error {
+		return inTx(ctx, func(tx postgres.Tx) error {
+			built, err := purchases.buildOnRow(tx, pkgID, func(pkg *domain.Package) (*domain.Purchase, error) {
+				return domain.NewPurchase(domain.NewPurchaseParams{
+					ID: uuid.New(), TenantID: uuid.New(), CreatedBy: uuid.New(), Package: pkg,
+					Targets: []domain.TargetRef{{Kind: domain.TargetKindProject, ID: uuid.New()}}, Now: time.Now(),
+				})
+			})
+			if err != nil {
+				return err
+			}
+			_, err = purchases.insert(ctx, tx, built)
+			return err
+		})
+	})
+	record("snapshot select", "promotion_purchases_pkey", func(ctx context.Context) error {
+		return inTx(ctx, func(tx postgres.Tx) error {
+			_, _, err := selectSnapshotBatch(ctx, tx, app.SnapshotBatch{SnapshotID: uuid.New(), Limit: 100})
+			return err
+		})
 	})
 	return out
 }
 
 var errRolledBack = errors.New("rolled back")
 
-// recordingExecutor runs statements on a transaction and keeps the last
-// one's text and parameters, with the statements before it as its setup.
-type recordingExecutor struct {
-	watermillsql.ContextExecutor
+// recorderKey hands record's recorder to a statement run that records two.
+type recorderKey struct{}
+
+// recordedStatement keeps the last statement the code sent with
+// parameters, with the statements before it as its setup.
+type recordedStatement struct {
 	last hotStatement
 }
 
-func (r *recordingExecutor) record(query string, args []any) {
+func (r *recordedStatement) record(query string, args []any) {
 	setup := r.last.Setup
 	if r.last.Query != "" && len(r.last.Args) == 0 {
 		setup = append(setup, r.last.Query)
 	}
 	r.last = hotStatement{Statement: testbed.Statement{Setup: setup, Query: query, Args: args}}
-}
-
-func (r *recordingExecutor) ExecContext(ctx context.Context, query string, args ...any) (watermillsql.Result, error) {
-	r.record(query, args)
-	return r.ContextExecutor.ExecContext(ctx, query, args...)
-}
-
-func (r *recordingExecutor) QueryContext(ctx context.Context, query string, args ...any) (watermillsql.Rows, error) {
-	r.record(query, args)
-	return r.ContextExecutor.QueryContext(ctx, query, args...)
 }

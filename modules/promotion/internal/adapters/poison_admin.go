@@ -57,8 +57,12 @@ func ReleasePoison(ctx context.Context, db *sql.DB, ids []uuid.UUID, all bool) (
 	if all == (len(ids) > 0) {
 		return nil, errors.New("release poison purchases: name purchases or all, not both")
 	}
+	gdb, err := postgres.GORMOn(db) // an operator's command holds only the pool
+	if err != nil {
+		return nil, fmt.Errorf("release poison purchases: %w", err)
+	}
 	var released []PoisonPurchase
-	err := postgres.InSQLTx(ctx, db, "release poison purchases", func(tx *sql.Tx) error {
+	err = postgres.InTx(ctx, gdb, func(tx postgres.Tx) error {
 		rows, err := tx.QueryContext(ctx, `WITH released AS (
 				DELETE FROM `+expirePoisonTable+` WHERE $1 OR purchase_id = ANY($2::uuid[]) RETURNING *)
 			SELECT `+poisonColumns+` FROM released x JOIN `+purchasesTable+` p ON p.id = x.purchase_id

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -111,8 +110,8 @@ func (ps Publications) messagesOf(ctx context.Context, p *domain.Purchase, ev la
 		if msgs[i], err = pub.Message(ctx, p, ev.at, ev.id); err != nil {
 			return nil, err
 		}
-		// A statement's outbox CTE stores a message only with the row its
-		// key names (outbox.Batch.CTE): any other key would drop the event.
+		// The outbox keys an event by its purchase: the relay keeps each
+		// key's order, and a change's statement stores it with that row.
 		if key := msgs[i].Metadata.Get(kafka.MetaPartitionKey); key != p.ID().String() {
 			return nil, fmt.Errorf("purchase-changed event of %s on %s: partition key %q is not the purchase id", p.ID(), pub.Topic, key)
 		}
@@ -120,62 +119,33 @@ func (ps Publications) messagesOf(ctx context.Context, p *domain.Purchase, ev la
 	return msgs, nil
 }
 
-// publish writes each event's message for ps[i] to ps[i]'s topic within tx,
-// events being index-aligned message lists as messages returns them: every
-// topic gets the events in the same order, and all of them commit with the
-// transitions or none does.
-func (ps Publications) publish(ctx context.Context, tx postgres.Tx, out *outbox.Publisher, events ...[]*message.Message) error {
+// outboxEvents are events, index-aligned message lists as messages returns
+// them, as the outbox takes them: each publication's topic gets every
+// event, in the same order.
+func (ps Publications) outboxEvents(events ...[]*message.Message) []outbox.Event {
+	out := make([]outbox.Event, 0, len(ps)*len(events))
 	for i, pub := range ps {
-		if err := out.Publish(ctx, tx, pub.Topic, column(events, i)...); err != nil {
-			return fmt.Errorf("publish to %s: %w", pub.Topic, err)
+		for _, e := range events {
+			out = append(out, outbox.Event{Topic: pub.Topic, Message: e[i]})
 		}
 	}
-	return nil
+	return out
 }
 
-// column is the message of publication i of every event.
-func column(events [][]*message.Message, i int) []*message.Message {
-	msgs := make([]*message.Message, len(events))
-	for j, e := range events {
-		msgs[j] = e[i]
-	}
-	return msgs
-}
-
-// readied are the outbox batches (outbox.Publisher.Ready) that one
-// statement inserts, one per publication.
-type readied []*outbox.Batch
-
-// ready readies each event's message for ps[i] as ps[i]'s batch, for a
-// statement that writes the change and its events at once (ctes).
-func (ps Publications) ready(ctx context.Context, out *outbox.Publisher, events ...[]*message.Message) (readied, error) {
-	bs := make(readied, 0, len(ps))
-	for i, pub := range ps {
-		b, err := out.Ready(ctx, pub.Topic, column(events, i)...)
-		if err != nil {
-			return nil, bs.done(fmt.Errorf("publish to %s: %w", pub.Topic, err))
-		}
-		bs = append(bs, b)
-	}
-	return bs, nil
-}
-
-// ctes are the batches' inserts as CTEs ", event_0 AS (…)" of a statement
-// whose CTE announced returns the ids of the rows written, with their
-// parameters appended to args.
-func (bs readied) ctes(announced string, args []any) (string, []any) {
-	var out strings.Builder
-	for i, b := range bs {
-		out.WriteString(",\n" + b.CTE(fmt.Sprintf("event_%d", i), announced, len(args)+1))
-		args = append(args, b.Args()...)
-	}
-	return out.String(), args
-}
-
-// done ends every publication with the statement's error and returns it.
-func (bs readied) done(err error) error {
-	for _, b := range bs {
-		_ = b.Done(err) // err itself, wrapped with the topic
-	}
+// write stores events in the outbox of every publication within tx: they
+// commit with the caller's change or not at all.
+func (ps Publications) write(ctx context.Context, tx postgres.Tx, out *outbox.Publisher, events ...[]*message.Message) error {
+	_, err := out.Write(ctx, tx, outbox.Write{Events: ps.outboxEvents(events...)})
 	return err
+}
+
+// change composes a statement of the module (head, whose CTE announced
+// returns the ids of the purchases it wrote) with the outbox inserts of
+// their events on every publication's topic, once, at start-up.
+func (ps Publications) change(name, head, announced string) (*outbox.Change, error) {
+	c, err := outbox.NewChange(name, head, announced, ps.Topics()...)
+	if err != nil {
+		return nil, fmt.Errorf("adapters: %w", err)
+	}
+	return c, nil
 }

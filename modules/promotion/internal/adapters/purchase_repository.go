@@ -36,6 +36,8 @@ type PurchaseRepository struct {
 	events Publications
 	// packages are guesses of the packages purchases are built from.
 	packages packageCache
+	// insertChange is the purchase insert with its events (insert).
+	insertChange *outbox.Change
 }
 
 var _ app.PurchaseRepository = (*PurchaseRepository)(nil)
@@ -50,7 +52,11 @@ func NewPurchaseRepository(db *gorm.DB, publisher *outbox.Publisher, publication
 	if err != nil {
 		return nil, err
 	}
-	return &PurchaseRepository{db: db, outbox: publisher, events: events}, nil
+	insertChange, err := events.change("purchase_insert", insertPurchaseHead, "purchase")
+	if err != nil {
+		return nil, err
+	}
+	return &PurchaseRepository{db: db, outbox: publisher, events: events, insertChange: insertChange}, nil
 }
 
 // Add stores a new purchase and its event, claiming the idempotency key
@@ -59,53 +65,40 @@ func NewPurchaseRepository(db *gorm.DB, publisher *outbox.Publisher, publication
 // first transaction ends, and then either insert (the first rolled back) or
 // find the conflict (it committed) — in which case Add stores nothing and
 // returns app.ErrIdempotencyKeyTaken. The purchase, its targets and its
-// events are written by one statement (insertPurchaseCTEs), which locks the
+// events are written by one statement (insertPurchaseHead), which locks the
 // package FOR SHARE and writes nothing unless the package still is the one
 // the purchase was built from: a deactivation (or any edit) that holds it
 // makes the purchase wait and then see its result, and one that comes later
 // waits for the purchase to commit (ADR-0004).
 //
-// The route: build on the cached package (a guess); without a claim, that
-// statement alone is the transaction (one round trip). Otherwise, or when
-// the guess was stale or refused, a transaction claims the key, tries the
-// guess, and else reads the package FOR SHARE and builds on what it read:
-// build runs at most twice, once on the guess and once on the row.
+// One route, one transaction: claim the key, build on the cached package
+// (else the row read FOR SHARE), insert. Only a cached package that went
+// stale is read again and built on once more.
 func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim *app.IdempotencyRecord,
 	build func(*domain.Package) (*domain.Purchase, error)) (*domain.Purchase, error) {
-	guess := r.guess(packageID, build)
-	if claim == nil && guess != nil {
-		inserted, err := r.insert(ctx, pool{r.db.WithContext(ctx).Statement.ConnPool}, guess)
-		if err != nil {
-			return nil, err
-		}
-		if inserted {
-			return guess.purchase, nil
-		}
-		r.packages.forget(packageID)
-		guess = nil
-	}
 	var added *domain.Purchase
 	err := postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
 		if err := claimKey(tx, claim); err != nil {
 			return err
 		}
-		if guess != nil {
-			inserted, err := r.insert(ctx, tx.Exec, guess)
+		b := r.guess(packageID, build)
+		if b != nil {
+			inserted, err := r.insert(ctx, tx, b)
 			if err != nil || inserted {
-				added = guess.purchase
+				added = b.purchase
 				return err
 			}
 			r.packages.forget(packageID)
 		}
-		read, err := r.buildOnRow(tx, packageID, build)
+		b, err := r.buildOnRow(tx, packageID, build)
 		if err != nil {
 			return err
 		}
-		inserted, err := r.insert(ctx, tx.Exec, read)
+		inserted, err := r.insert(ctx, tx, b)
 		if err == nil && !inserted {
-			err = fmt.Errorf("insert purchase %s: package %s changed under its share lock", read.purchase.ID(), packageID)
+			err = fmt.Errorf("insert purchase %s: package %s changed under its share lock", b.purchase.ID(), packageID)
 		}
-		added = read.purchase
+		added = b.purchase
 		return err
 	})
 	if err != nil {
@@ -187,11 +180,11 @@ func (r *PurchaseRepository) List(ctx context.Context, q app.PurchaseListQuery) 
 // into the outbox. An error from update rolls back and is returned as is.
 func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, update func(*domain.Purchase) error) error {
 	return postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
-		if _, err := tx.Exec.ExecContext(ctx, "SET LOCAL lock_timeout = '"+lockTimeout+"'"); err != nil {
+		if _, err := tx.ExecContext(ctx, "SET LOCAL lock_timeout = '"+lockTimeout+"'"); err != nil {
 			return fmt.Errorf("set lock timeout: %w", err)
 		}
 		var m purchaseModel
-		err := tx.DB.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Where("id = ?", id).Take(&m).Error
+		err := tx.GORM().Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Where("id = ?", id).Take(&m).Error
 		switch {
 		case errors.Is(err, gorm.ErrRecordNotFound):
 			return domain.PurchaseNotFound(id.String())
@@ -201,7 +194,7 @@ func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, u
 		case err != nil:
 			return fmt.Errorf("lock purchase %s: %w", id, err)
 		}
-		targets, err := loadTargets(tx.DB, []uuid.UUID{id})
+		targets, err := loadTargets(tx.GORM(), []uuid.UUID{id})
 		if err != nil {
 			return err
 		}
@@ -222,7 +215,7 @@ func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, u
 
 // saveTransition writes a transition of p, which was loaded at
 // previousVersion, with the statement the expiry batch uses too
-// (transitionWrite), and publishes its event, inside tx. If the row moved
+// (transitionQuery), and publishes its event, inside tx. If the row moved
 // on since it was read, nothing is written and the error wraps
 // ErrVersionConflict (an apperror conflict).
 func (r *PurchaseRepository) saveTransition(ctx context.Context, tx postgres.Tx, p *domain.Purchase, previousVersion int64) error {
@@ -239,7 +232,7 @@ func (r *PurchaseRepository) saveTransition(ctx context.Context, tx postgres.Tx,
 			Detail: fmt.Sprintf("Purchase %s was changed concurrently; reload it and try again.", p.ID()),
 			Err:    ErrVersionConflict}
 	}
-	if err := r.events.publish(ctx, tx, r.outbox, msgs); err != nil {
+	if err := r.events.write(ctx, tx, r.outbox, msgs); err != nil {
 		return fmt.Errorf("publish purchase-changed of %s: %w", p.ID(), err)
 	}
 	return nil

@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"strings"
 
-	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
+	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
@@ -29,7 +29,8 @@ var snapshotSelectBatchQuery string
 // snapshot's position. It needs only the database, as `pin promotion
 // snapshot` has.
 type SnapshotRepository struct {
-	db     *sql.DB
+	db     *gorm.DB
+	sql    *sql.DB // db's pool, for the snapshot's own row
 	outbox *outbox.Publisher
 	events Publications
 }
@@ -39,15 +40,19 @@ var _ app.SnapshotStore = (*SnapshotRepository)(nil)
 // NewSnapshotRepository returns the repository. It writes each event to
 // publications, PurchaseChangedV1 alone when none is given: the topics a
 // transition is written to.
-func NewSnapshotRepository(db *sql.DB, publisher *outbox.Publisher, publications ...Publication) (*SnapshotRepository, error) {
+func NewSnapshotRepository(db *gorm.DB, publisher *outbox.Publisher, publications ...Publication) (*SnapshotRepository, error) {
 	if db == nil || publisher == nil {
 		return nil, errors.New("adapters: snapshot repository needs a database and an outbox publisher")
+	}
+	pool, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("adapters: snapshot repository: %w", err)
 	}
 	events, err := publicationsOrV1(publications)
 	if err != nil {
 		return nil, err
 	}
-	return &SnapshotRepository{db: db, outbox: publisher, events: events}, nil
+	return &SnapshotRepository{db: db, sql: pool, outbox: publisher, events: events}, nil
 }
 
 // snapshotRunsTable keeps each snapshot's filter and position
@@ -57,7 +62,7 @@ const snapshotRunsTable = "promotion.snapshot_runs"
 // StartSnapshot implements app.SnapshotStore.
 func (r *SnapshotRepository) StartSnapshot(ctx context.Context, run app.SnapshotRun) error {
 	tenant, kind := snapshotFilterArgs(run.Filter)
-	_, err := r.db.ExecContext(ctx, `INSERT INTO `+snapshotRunsTable+`
+	_, err := r.sql.ExecContext(ctx, `INSERT INTO `+snapshotRunsTable+`
 		(id, tenant_id, purchase_ids, target_kind, include_ended, started_at, updated_at)
 		VALUES ($1, $2, $3::uuid[], $4, $5, now(), now())`,
 		run.ID, tenant, uuidStrings(run.Filter.PurchaseIDs), kind, run.Filter.IncludeEnded)
@@ -73,7 +78,7 @@ func (r *SnapshotRepository) Snapshot(ctx context.Context, id uuid.UUID) (app.Sn
 	var tenant uuid.NullUUID
 	var purchases string
 	var kind sql.NullString
-	err := r.db.QueryRowContext(ctx, `SELECT tenant_id, array_to_string(purchase_ids, ','), target_kind, include_ended,
+	err := r.sql.QueryRowContext(ctx, `SELECT tenant_id, array_to_string(purchase_ids, ','), target_kind, include_ended,
 		after_purchase_id, events, failed, completed_at IS NOT NULL FROM `+snapshotRunsTable+` WHERE id = $1`, id).
 		Scan(&tenant, &purchases, &kind, &run.Filter.IncludeEnded, &run.After, &run.Events, &run.Failed, &run.Complete)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -101,9 +106,8 @@ func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBa
 		return app.SnapshotBatchResult{}, errors.New("snapshot batch: a positive limit and a snapshot id are required")
 	}
 	var res app.SnapshotBatchResult
-	err := postgres.InSQLTx(ctx, r.db, "snapshot batch", func(sqlTx *sql.Tx) error {
-		tx := postgres.Tx{Exec: watermillsql.TxFromStdSQL(sqlTx)}
-		if err := lockSnapshotAt(ctx, sqlTx, b); err != nil {
+	err := postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
+		if err := lockSnapshotAt(ctx, tx, b); err != nil {
 			return err
 		}
 		rows, targets, err := selectSnapshotBatch(ctx, tx, b)
@@ -122,12 +126,12 @@ func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBa
 			events = append(events, msgs)
 		}
 		if len(events) > 0 {
-			if err := r.events.publish(ctx, tx, r.outbox, events...); err != nil {
+			if err := r.events.write(ctx, tx, r.outbox, events...); err != nil {
 				return fmt.Errorf("snapshot batch: %w", err)
 			}
 		}
 		res.Events = len(events)
-		_, err = sqlTx.ExecContext(ctx, `UPDATE `+snapshotRunsTable+`
+		_, err = tx.ExecContext(ctx, `UPDATE `+snapshotRunsTable+`
 			SET after_purchase_id = $2, events = events + $3, failed = failed + $4, updated_at = now(),
 				completed_at = CASE WHEN $5 THEN now() END
 			WHERE id = $1`, b.SnapshotID, res.Last, res.Events, len(res.Failed), res.Read < b.Limit)
@@ -145,11 +149,11 @@ func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBa
 // lockSnapshotAt locks the snapshot's row until the batch commits, so two
 // processes resuming one snapshot take turns, and checks that it stands at
 // b.After: a turn taken by the other process is refused, not repeated.
-func lockSnapshotAt(ctx context.Context, tx *sql.Tx, b app.SnapshotBatch) error {
+func lockSnapshotAt(ctx context.Context, tx postgres.Tx, b app.SnapshotBatch) error {
 	var after uuid.UUID
 	var complete bool
-	err := tx.QueryRowContext(ctx, `SELECT after_purchase_id, completed_at IS NOT NULL FROM `+snapshotRunsTable+`
-		WHERE id = $1 FOR UPDATE`, b.SnapshotID).Scan(&after, &complete)
+	err := tx.GORM().Raw(`SELECT after_purchase_id, completed_at IS NOT NULL FROM `+snapshotRunsTable+`
+		WHERE id = ? FOR UPDATE`, b.SnapshotID).Row().Scan(&after, &complete)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("%w: no snapshot has the id %s", app.ErrSnapshotNotFound, b.SnapshotID)
@@ -206,11 +210,11 @@ const snapshotPlanSettings = `SELECT set_config('enable_bitmapscan', 'off', true
 // (sql/snapshot_select_batch.sql) under snapshotPlanSettings and returns the
 // rows locked, in id order, with their targets.
 func selectSnapshotBatch(ctx context.Context, tx postgres.Tx, b app.SnapshotBatch) ([]snapshotRow, map[uuid.UUID][]targetModel, error) {
-	if _, err := tx.Exec.ExecContext(ctx, snapshotPlanSettings); err != nil {
+	if _, err := tx.ExecContext(ctx, snapshotPlanSettings); err != nil {
 		return nil, nil, fmt.Errorf("select snapshot batch: plan settings: %w", err)
 	}
 	tenant, kind := snapshotFilterArgs(b.Filter)
-	rows, err := tx.Exec.QueryContext(ctx, snapshotSelectBatchQuery, b.After, b.Limit, b.Filter.IncludeEnded,
+	rows, err := tx.QueryContext(ctx, snapshotSelectBatchQuery, b.After, b.Limit, b.Filter.IncludeEnded,
 		tenant, uuidStrings(b.Filter.PurchaseIDs), kind)
 	if err != nil {
 		return nil, nil, fmt.Errorf("select snapshot batch: %w", err)

@@ -33,7 +33,7 @@ type snapshotBundle struct {
 func newSnapshotBundle(tb testing.TB) *snapshotBundle {
 	tb.Helper()
 	db := testbed.NewDatabase(tb)
-	store, err := adapters.NewSnapshotRepository(db.SQL, promotiontest.Publisher(tb, nil))
+	store, err := adapters.NewSnapshotRepository(db.Gorm, promotiontest.Publisher(tb, nil))
 	require.NoError(tb, err)
 	purchases, err := adapters.NewPurchaseRepository(db.Gorm, promotiontest.Publisher(tb, nil))
 	require.NoError(tb, err)
@@ -205,7 +205,7 @@ func TestSnapshotRedeliversTheLastPublishedEvent(t *testing.T) {
 	expiry, err := adapters.NewExpireRepository(b.db.Gorm, promotiontest.Publisher(t, nil))
 	require.NoError(t, err)
 	asOf := time.Now().UTC().Truncate(time.Microsecond)
-	done, err := expiry.ExpireBatch(ctx, app.ExpireBatch{AsOf: asOf, Limit: 10,
+	done, err := promotiontest.ExpireBatches(t, expiry).ExpireBatch(ctx, app.ExpireBatch{AsOf: asOf, Limit: 10,
 		Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
 	require.NoError(t, err)
 	require.Len(t, done.Expired, 1)

@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/shopspring/decimal"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm/schema"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
 // unwrittenChanges names the columns of purchaseModel that differ between
@@ -56,32 +57,15 @@ func changedColumnNames(tb testing.TB, before, after purchaseModel) []string {
 	return changed
 }
 
-// setColumns are the columns a transitionWrite statement sets.
-func setColumns(query string) []string {
-	set := regexp.MustCompile(`(?s)SET (.*?)\nFROM`).FindStringSubmatch(query)[1]
+// setColumns are the transition columns args sets (set_<column> true).
+func setColumns(args pgx.NamedArgs) []string {
 	var names []string
-	for _, assignment := range strings.Split(set, ", ") {
-		names = append(names, strings.SplitN(assignment, " = ", 2)[0])
+	for _, c := range transitionColumns {
+		if args["set_"+c.name] == true {
+			names = append(names, c.name)
+		}
 	}
 	return names
-}
-
-func activePurchase(tb testing.TB, endsAt time.Time) *domain.Purchase {
-	tb.Helper()
-	p, err := domain.UnmarshalPurchaseFromDatabase(domain.PurchaseFromDatabase{
-		ID: uuid.New(), TenantID: uuid.New(), PackageID: uuid.New(), PackageCode: "week",
-		PackageKind: domain.PackageKindProjectBoost, BoostWeight: 10,
-		Price: domain.UnmarshalPriceFromDatabase(decimal.RequireFromString("15.00"), 1,
-			domain.CurrencySnapshot{IsoCode: "EUR", Name: "Euro", Sign: "€"}),
-		Targets:       []domain.Target{domain.UnmarshalTargetFromDatabase(domain.TargetKindProject, uuid.New())},
-		Status:        domain.StatusActive,
-		PaymentStatus: domain.PaymentNotRequired,
-		StartsAt:      endsAt.Add(-7 * 24 * time.Hour), EndsAt: endsAt,
-		CreatedByUserID: uuid.New(), UpdatedByUserID: uuid.New(),
-		CreatedAt: endsAt.Add(-7 * 24 * time.Hour), UpdatedAt: endsAt.Add(-time.Hour), Version: 3,
-	})
-	require.NoError(tb, err)
-	return p
 }
 
 // eventColumns keep the transition's event; every transition writes them.
@@ -101,24 +85,24 @@ func TestTransitionsChangeOnlyWrittenColumns(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			p := activePurchase(t, at.Add(-time.Minute))
+			p := promotiontest.ActivePurchase(t, at.Add(-time.Minute))
 			before, _ := toDBPurchase(p)
 			require.NoError(t, transit(p))
 			after, _ := toDBPurchase(p)
 			require.NotEqual(t, before, after)
 			require.Empty(t, unwrittenChanges(t, before, after))
 
-			query, args := transitionWrite([]transition{{purchase: p, previousVersion: before.Version, loaded: &before}})
-			require.Equal(t, append(changedColumnNames(t, before, after), eventColumns...), setColumns(query))
-			require.Len(t, args, 2+len(setColumns(query)))
-			query, args = transitionWrite([]transition{{purchase: p, previousVersion: before.Version}})
+			args := transitionArgs([]transition{{purchase: p, previousVersion: before.Version, loaded: &before}})
+			require.Equal(t, changedColumnNames(t, before, after), setColumns(args))
+			for _, c := range transitionColumns {
+				require.Equal(t, slices.Contains(setColumns(args), c.name), args[c.name] != nil, "%s is sent only when set", c.name)
+			}
+			args = transitionArgs([]transition{{purchase: p, previousVersion: before.Version}})
 			all := make([]string, len(transitionColumns))
 			for i, c := range transitionColumns {
 				all[i] = c.name
 			}
-			all = append(all, eventColumns...)
-			require.Equal(t, all, setColumns(query))
-			require.Len(t, args, 2+len(all))
+			require.Equal(t, all, setColumns(args))
 		})
 	}
 }
@@ -126,7 +110,7 @@ func TestTransitionsChangeOnlyWrittenColumns(t *testing.T) {
 // The check above can fail: a changed column that is not written is named.
 func TestUnwrittenChangesNamesAColumnLeftOut(t *testing.T) {
 	t.Parallel()
-	before, _ := toDBPurchase(activePurchase(t, time.Now()))
+	before, _ := toDBPurchase(promotiontest.ActivePurchase(t, time.Now()))
 	after := before
 	after.PackageCode, after.Status = "other", "Expired"
 	require.Equal(t, []string{"package_code"}, unwrittenChanges(t, before, after))
@@ -136,16 +120,35 @@ func TestUnwrittenChangesNamesAColumnLeftOut(t *testing.T) {
 func TestTransitionWriteSetsAColumnAnyRowChanged(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	expired, cancelled := activePurchase(t, at.Add(-time.Minute)), activePurchase(t, at.Add(-time.Minute))
+	expired, cancelled := promotiontest.ActivePurchase(t, at.Add(-time.Minute)), promotiontest.ActivePurchase(t, at.Add(-time.Minute))
 	loadedExpired, _ := toDBPurchase(expired)
 	loadedCancelled, _ := toDBPurchase(cancelled)
 	require.NoError(t, expired.Expire(at))
 	require.NoError(t, cancelled.Cancel("refund", uuid.New(), at))
-	query, _ := transitionWrite([]transition{
+	args := transitionArgs([]transition{
 		{purchase: expired, previousVersion: loadedExpired.Version, loaded: &loadedExpired},
 		{purchase: cancelled, previousVersion: loadedCancelled.Version, loaded: &loadedCancelled},
 	})
-	require.Contains(t, setColumns(query), "cancel_reason")
+	require.Contains(t, setColumns(args), "cancel_reason")
+}
+
+// The transition statement writes exactly transitionColumns, each under
+// its set_ flag, and the event's two columns always.
+func TestTransitionStatementWritesTransitionColumns(t *testing.T) {
+	t.Parallel()
+	set := regexp.MustCompile(`(?m)^\t(\w+) = (.*?),?$`).FindAllStringSubmatch(strings.Split(transitionQuery, "\nFROM")[0], -1)
+	var names []string
+	for _, m := range set {
+		names = append(names, m[1])
+		if !slices.Contains(eventColumns, m[1]) {
+			require.Equal(t, fmt.Sprintf("CASE WHEN @set_%[1]s::boolean THEN v.%[1]s ELSE p.%[1]s END", m[1]), m[2])
+		}
+	}
+	want := make([]string, 0, len(transitionColumns)+len(eventColumns))
+	for _, c := range transitionColumns {
+		want = append(want, c.name)
+	}
+	require.Equal(t, append(want, eventColumns...), names)
 }
 
 // Every transition column is a column of the model, so the statement built
@@ -176,7 +179,7 @@ func TestExpireBatchStoresTheDomainsState(t *testing.T) {
 	asOf := time.Now().UTC().Truncate(time.Microsecond)
 	require.NoError(t, want.Expire(asOf))
 
-	res, err := b.store.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10,
+	res, err := b.batches.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10,
 		Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
 	require.NoError(t, err)
 	require.Len(t, res.Expired, 1)

@@ -27,7 +27,7 @@ func TestBoundWritesWhatTheModuleWrites(t *testing.T) {
 	ctx := context.Background()
 	asOf := time.Now().UTC().Truncate(time.Microsecond)
 
-	res, err := inst.store.ExpireBatch(ctx, app.ExpireBatch{
+	res, err := inst.batches.ExpireBatch(ctx, app.ExpireBatch{
 		AsOf: asOf, Limit: 10,
 		Expire: func(p *domain.Purchase) error { return p.Expire(asOf) },
 	})

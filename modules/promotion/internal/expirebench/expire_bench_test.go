@@ -112,7 +112,7 @@ func benchBatch(b *testing.B, f *fixture, inst *instance) {
 	runs := map[string]func(tb testing.TB){
 		"batch": func(tb testing.TB) {
 			asOf := time.Now().UTC().Truncate(time.Microsecond)
-			res, err := inst.store.ExpireBatch(ctx, app.ExpireBatch{
+			res, err := inst.batches.ExpireBatch(ctx, app.ExpireBatch{
 				AsOf: asOf, Limit: batchSize,
 				Expire: func(p *domain.Purchase) error { return p.Expire(asOf) },
 			})

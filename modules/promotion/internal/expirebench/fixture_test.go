@@ -128,9 +128,10 @@ func (f *fixture) requireExpiredOnce(tb testing.TB, want int) {
 // still formatted; spans are recorded and dropped, as in production
 // without an exporter.
 type instance struct {
-	db    *gorm.DB
-	store *adapters.ExpireRepository
-	cycle *app.ExpireCycle
+	db      *gorm.DB
+	store   *adapters.ExpireRepository
+	batches *app.ExpireBatches
+	cycle   *app.ExpireCycle
 }
 
 func newInstance(tb testing.TB, url string) *instance {
@@ -150,10 +151,10 @@ func newInstance(tb testing.TB, url string) *instance {
 	require.NoError(tb, err)
 	store, err := adapters.NewExpireRepository(db, publisher)
 	require.NoError(tb, err)
-	cycle := promotiontest.ExpireCycle(tb, store, ports.ExpireTelemetryDeps{
+	cycle := promotiontest.ExpireCycle(tb, promotiontest.ExpireBatches(tb, store), ports.ExpireTelemetryDeps{
 		Logger: logger.With("module", "promotion"), Registerer: prometheus.NewRegistry(), TracerProvider: tp,
 	})
-	return &instance{db: db, store: store, cycle: cycle}
+	return &instance{db: db, store: store, batches: promotiontest.ExpireBatches(tb, store), cycle: cycle}
 }
 
 // outboxEvent is one outbox row as the relay will read it: the message id,

@@ -40,7 +40,7 @@ func newExpireRunnerBundle(tb testing.TB) *expireRunnerBundle {
 	logger := observability.NewLogger(logs, slog.LevelInfo)
 	store, err := adapters.NewExpireRepository(db.Gorm, promotiontest.Publisher(tb, nil))
 	require.NoError(tb, err)
-	cycle := promotiontest.ExpireCycle(tb, store, ports.ExpireTelemetryDeps{Logger: logger})
+	cycle := promotiontest.ExpireCycle(tb, promotiontest.ExpireBatches(tb, store), ports.ExpireTelemetryDeps{Logger: logger})
 	pkg := promotiontest.InsertPackage(tb, db, promotiontest.Package{
 		Code: "runner-test-week", Name: "Runner test", Kind: domain.PackageKindPostBoost,
 		DurationDays: 7, BoostWeight: 5, Price: decimal.RequireFromString("99.90"),

@@ -83,12 +83,12 @@ func SeedBacklog(tb testing.TB, db *testbed.Database, total, due int, asOf time.
 				[]any{pkg}},
 			{seedBacklog, []any{total, due, notDue, asOf, pkg}},
 		} {
-			if _, err := tx.Exec.ExecContext(ctx, q.sql, q.args...); err != nil {
+			if _, err := tx.ExecContext(ctx, q.sql, q.args...); err != nil {
 				return fmt.Errorf("seed: %w", err)
 			}
 		}
 		for _, def := range indexes {
-			if _, err := tx.Exec.ExecContext(ctx, def); err != nil {
+			if _, err := tx.ExecContext(ctx, def); err != nil {
 				return fmt.Errorf("seed: %s: %w", def, err)
 			}
 		}
@@ -104,7 +104,7 @@ func SeedBacklog(tb testing.TB, db *testbed.Database, total, due int, asOf time.
 // cheaper than a million random inserts). Primary keys and unique
 // constraints stay.
 func dropSecondaryIndexes(ctx context.Context, tx postgres.Tx) ([]string, error) {
-	rows, err := tx.Exec.QueryContext(ctx, `SELECT format('%I.%I', n.nspname, c.relname), pg_get_indexdef(i.indexrelid)
+	rows, err := tx.QueryContext(ctx, `SELECT format('%I.%I', n.nspname, c.relname), pg_get_indexdef(i.indexrelid)
 	FROM pg_index AS i
 	JOIN pg_class AS c ON c.oid = i.indexrelid
 	JOIN pg_namespace AS n ON n.oid = c.relnamespace
@@ -126,7 +126,7 @@ func dropSecondaryIndexes(ctx context.Context, tx postgres.Tx) ([]string, error)
 		return nil, fmt.Errorf("seed: list indexes: %w", err)
 	}
 	for _, name := range names {
-		if _, err := tx.Exec.ExecContext(ctx, `DROP INDEX `+name); err != nil {
+		if _, err := tx.ExecContext(ctx, `DROP INDEX `+name); err != nil {
 			return nil, fmt.Errorf("seed: %w", err)
 		}
 	}

@@ -83,3 +83,12 @@ func DrainConcurrently(tb testing.TB, instances ...ExpireRun) (expired, skippedL
 	}
 	return expired, skippedLocked
 }
+
+// ExpireBatches is the expiry batch's policy over storage, as the module
+// wires it.
+func ExpireBatches(tb testing.TB, storage app.ExpireBatchStorage) *app.ExpireBatches {
+	tb.Helper()
+	batches, err := app.NewExpireBatches(storage)
+	require.NoError(tb, err)
+	return batches
+}
