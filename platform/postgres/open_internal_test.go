@@ -49,8 +49,8 @@ func TestApplicationNameNamesInstanceAndRole(t *testing.T) {
 
 	got, err := withSessionParams("postgres://u@h/db", PoolConfig{ApplicationName: "pin/h-1/api"})
 	require.NoError(t, err)
-	require.Equal(t, "postgres://u@h/db?application_name=pin%2Fh-1%2Fapi&timezone=UTC", got)
+	require.Equal(t, "postgres://u@h/db?application_name=pin%2Fh-1%2Fapi&jit=off&timezone=UTC", got)
 	got, err = withSessionParams("postgres://u@h/db?application_name=mine", PoolConfig{ApplicationName: "pin/h-1/api"})
 	require.NoError(t, err)
-	require.Equal(t, "postgres://u@h/db?application_name=mine&timezone=UTC", got)
+	require.Equal(t, "postgres://u@h/db?application_name=mine&jit=off&timezone=UTC", got)
 }
