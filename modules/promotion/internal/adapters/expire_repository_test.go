@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -579,7 +580,7 @@ func TestExpireSelectionUsesPartialIndex(t *testing.T) {
 		var lines []string
 		require.NoError(t, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
 			rows, err := tx.QueryContext(b.ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+selectBatchQuery,
-				asOf, []string{}, 200, app.PoisonRetries(200, 1))
+				pgx.NamedArgs{"as_of": asOf, "exclude": []string{}, "batch_limit": 200, "poison_retries": app.PoisonRetries(200, 1)})
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/platform/postgres"
@@ -52,7 +53,8 @@ type batchSelection struct {
 // a row it cannot carry the skipped count, which is then asked for alone.
 func selectBatch(ctx context.Context, tx postgres.Tx, b app.ExpireBatch) (batchSelection, error) {
 	exclude := uuidStrings(b.Exclude)
-	rows, err := tx.QueryContext(ctx, selectBatchQuery, b.AsOf, exclude, b.Limit, b.RetryPoison)
+	rows, err := tx.QueryContext(ctx, selectBatchQuery, pgx.NamedArgs{
+		"as_of": b.AsOf, "exclude": exclude, "batch_limit": b.Limit, "poison_retries": b.RetryPoison})
 	if err != nil {
 		return batchSelection{}, fmt.Errorf("select due purchases: %w", err)
 	}
@@ -79,7 +81,8 @@ func selectBatch(ctx context.Context, tx postgres.Tx, b app.ExpireBatch) (batchS
 	}
 	sel.skipped = max(sel.skipped, 0)
 	if len(sel.rows) == 0 {
-		rows, err := tx.QueryContext(ctx, countSkippedQuery, b.AsOf, exclude, b.Limit)
+		rows, err := tx.QueryContext(ctx, countSkippedQuery, pgx.NamedArgs{
+			"as_of": b.AsOf, "exclude": exclude, "batch_limit": b.Limit})
 		if err != nil {
 			return batchSelection{}, fmt.Errorf("count skipped-locked purchases: %w", err)
 		}

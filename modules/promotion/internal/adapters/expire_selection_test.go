@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
@@ -29,7 +30,8 @@ func TestExpireSkippedCountScansOnlyTheBatchWindow(t *testing.T) {
 	require.NoError(t, err)
 	var plan []byte
 	require.NoError(t, tx.QueryRowContext(b.ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+selectBatchQuery,
-		time.Now(), []string{}, limit, app.PoisonRetries(limit, 1)).Scan(&plan))
+		pgx.NamedArgs{"as_of": time.Now(), "exclude": []string{}, "batch_limit": limit,
+			"poison_retries": app.PoisonRetries(limit, 1)}).Scan(&plan))
 
 	var root []struct{ Plan planNode }
 	require.NoError(t, json.Unmarshal(plan, &root))

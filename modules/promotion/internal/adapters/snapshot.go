@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -214,8 +216,9 @@ func selectSnapshotBatch(ctx context.Context, tx postgres.Tx, b app.SnapshotBatc
 		return nil, nil, fmt.Errorf("select snapshot batch: plan settings: %w", err)
 	}
 	tenant, kind := snapshotFilterArgs(b.Filter)
-	rows, err := tx.QueryContext(ctx, snapshotSelectBatchQuery, b.After, b.Limit, b.Filter.IncludeEnded,
-		tenant, uuidStrings(b.Filter.PurchaseIDs), kind)
+	rows, err := tx.QueryContext(ctx, snapshotSelectBatchQuery, pgx.NamedArgs{
+		"after": b.After, "batch_limit": b.Limit, "include_ended": b.Filter.IncludeEnded,
+		"tenant_id": tenant, "purchase_ids": uuidStrings(b.Filter.PurchaseIDs), "target_kind": kind})
 	if err != nil {
 		return nil, nil, fmt.Errorf("select snapshot batch: %w", err)
 	}

@@ -1,9 +1,9 @@
 -- expire_count_skipped counts the due rows another transaction holds when the selection
 -- (expire_select_batch) took none, so it had no row to carry the count in.
--- $1 AsOf, $2 Exclude (uuid[]), $3 Limit.
+-- @as_of AsOf, @exclude Exclude (uuid[]), @batch_limit Limit.
 SELECT count(*) FROM (
 	SELECT 1 FROM promotion.promotion_purchases
-	WHERE status = 'Active' AND ends_at <= $1 AND id <> ALL($2::uuid[])
+	WHERE status = 'Active' AND ends_at <= @as_of AND id <> ALL(@exclude::uuid[])
 		AND NOT EXISTS (SELECT 1 FROM promotion.expire_poison AS x WHERE x.purchase_id = promotion_purchases.id)
-	ORDER BY ends_at, id LIMIT $3
+	ORDER BY ends_at, id LIMIT @batch_limit
 ) AS w

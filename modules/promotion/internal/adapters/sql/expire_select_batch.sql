@@ -1,11 +1,12 @@
 -- expire_select_batch locks one expiry batch in one round trip.
--- $1 AsOf, $2 Exclude (uuid[]), $3 Limit, $4 the most poison retries (app.PoisonRetries).
---   kept:    one place of the limit kept for poison when $4 allows a retry and known poison is due,
+-- @as_of AsOf, @exclude Exclude (uuid[]), @batch_limit Limit, @poison_retries the most poison
+-- retries (app.PoisonRetries).
+--   kept:    one place of the limit kept for poison when @poison_retries allows a retry and known poison is due,
 --            so poison is retried while due rows fill every batch.
 --   due:     Active, due, not known poison, oldest first, FOR UPDATE SKIP LOCKED, at most the limit
 --            less the kept place; WHERE and ORDER BY match the partial index
 --            promotion_purchases_expiry_idx, so terminal rows cost nothing.
---   retry:   known poison, least recently tried first, at most $4 and only in the room the due rows
+--   retry:   known poison, least recently tried first, at most @poison_retries and only in the room the due rows
 --            leave under the limit (the kept place at least).
 --   targets: each row's as "kind id,kind id" in position order.
 --   skipped: due rows another transaction holds. SKIP LOCKED does not say, so a plain read (it does
@@ -17,17 +18,17 @@
 WITH kept AS (
 	SELECT count(*) AS n FROM (
 		SELECT 1 FROM promotion.expire_poison AS x JOIN promotion.promotion_purchases AS p ON p.id = x.purchase_id
-		WHERE p.status = 'Active' AND p.ends_at <= $1 AND p.id <> ALL($2::uuid[])
-		LIMIT least($4, 1)
+		WHERE p.status = 'Active' AND p.ends_at <= @as_of AND p.id <> ALL(@exclude::uuid[])
+		LIMIT least(@poison_retries, 1)
 	) AS r
 ), due AS (
 	SELECT id, tenant_id, package_id, package_code, package_kind, boost_weight, price_amount, currency_id,
 		currency_iso_code, currency_name, currency_sign, status, payment_status, starts_at, ends_at,
 		cancel_reason, created_by_user_id, updated_by_user_id, created_at, updated_at, version
 	FROM promotion.promotion_purchases
-	WHERE status = 'Active' AND ends_at <= $1 AND id <> ALL($2::uuid[])
+	WHERE status = 'Active' AND ends_at <= @as_of AND id <> ALL(@exclude::uuid[])
 		AND NOT EXISTS (SELECT 1 FROM promotion.expire_poison AS x WHERE x.purchase_id = promotion_purchases.id)
-	ORDER BY ends_at, id LIMIT $3 - (SELECT n FROM kept)
+	ORDER BY ends_at, id LIMIT @batch_limit - (SELECT n FROM kept)
 	FOR UPDATE SKIP LOCKED
 ), retry AS (
 	SELECT p.id, p.tenant_id, p.package_id, p.package_code, p.package_kind, p.boost_weight, p.price_amount,
@@ -36,8 +37,8 @@ WITH kept AS (
 		p.created_at, p.updated_at, p.version,
 		x.last_attempt_at AS sort_at
 	FROM promotion.promotion_purchases AS p JOIN promotion.expire_poison AS x ON x.purchase_id = p.id
-	WHERE p.status = 'Active' AND p.ends_at <= $1 AND p.id <> ALL($2::uuid[])
-	ORDER BY x.last_attempt_at, x.purchase_id LIMIT least($4, $3 - (SELECT count(*) FROM due))
+	WHERE p.status = 'Active' AND p.ends_at <= @as_of AND p.id <> ALL(@exclude::uuid[])
+	ORDER BY x.last_attempt_at, x.purchase_id LIMIT least(@poison_retries, @batch_limit - (SELECT count(*) FROM due))
 	FOR UPDATE OF p SKIP LOCKED
 ), picked AS (
 	SELECT 0 AS slot, ends_at AS sort_at, id, tenant_id, package_id, package_code, package_kind, boost_weight, price_amount, currency_id,
@@ -59,13 +60,13 @@ SELECT k.id, k.tenant_id, k.package_id, k.package_code, k.package_kind, k.boost_
 		FROM promotion.promotion_purchase_targets AS t WHERE t.purchase_id = k.id),
 	(SELECT count(*) FROM (
 		SELECT 1 FROM promotion.promotion_purchases AS q
-		WHERE q.status = 'Active' AND q.ends_at <= $1 AND q.id <> ALL($2::uuid[])
+		WHERE q.status = 'Active' AND q.ends_at <= @as_of AND q.id <> ALL(@exclude::uuid[])
 			AND NOT EXISTS (SELECT 1 FROM promotion.expire_poison AS x WHERE x.purchase_id = q.id)
 			AND (q.ends_at, q.id) <= (SELECT ends_at, id FROM (
-				(SELECT ends_at, id FROM due ORDER BY ends_at, id OFFSET greatest($3 - (SELECT n FROM kept) - 1, 0) LIMIT 1)
-				UNION ALL SELECT $1, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid) AS bound
+				(SELECT ends_at, id FROM due ORDER BY ends_at, id OFFSET greatest(@batch_limit - (SELECT n FROM kept) - 1, 0) LIMIT 1)
+				UNION ALL SELECT @as_of, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid) AS bound
 				ORDER BY ends_at, id LIMIT 1)
-		ORDER BY q.ends_at, q.id LIMIT $3 + (SELECT count(*) FROM due)
+		ORDER BY q.ends_at, q.id LIMIT @batch_limit + (SELECT count(*) FROM due)
 	) AS w) - (SELECT count(*) FROM due),
 	(SELECT n FROM kept)
 FROM picked AS k

@@ -1,8 +1,9 @@
 -- snapshot_select_batch locks the next batch of a snapshot (pin promotion snapshot), in keyset
 -- order by purchase id, with each row's targets and what it keeps of its last event (the one the
 -- snapshot redelivers).
--- $1 After (the nil UUID from the start), $2 Limit, $3 IncludeEnded (false: Active only),
--- $4 TenantID (NULL: any), $5 PurchaseIDs (uuid[], empty: any), $6 TargetKind (NULL: any).
+-- @after After (the nil UUID from the start), @batch_limit Limit, @include_ended IncludeEnded
+-- (false: Active only), @tenant_id TenantID (NULL: any), @purchase_ids PurchaseIDs (uuid[], empty:
+-- any), @target_kind TargetKind (NULL: any).
 -- FOR SHARE (docs/runbooks/consumer-current-state.md, and its ADR): a transition locks its row
 -- FOR UPDATE, so a cancel waits until the batch commits and its event comes after the snapshot's,
 -- and the expiry's SKIP LOCKED passes the row over for one batch. A batch that meets a row a
@@ -17,12 +18,12 @@ SELECT p.id, p.tenant_id, p.package_id, p.package_code, p.package_kind, p.boost_
 		FROM promotion.promotion_purchase_targets AS t WHERE t.purchase_id = p.id),
 	p.last_event_id, p.last_event_at
 FROM promotion.promotion_purchases AS p
-WHERE p.id > $1
-	AND ($3 OR p.status = 'Active')
-	AND ($4::uuid IS NULL OR p.tenant_id = $4::uuid)
-	AND (cardinality($5::uuid[]) = 0 OR p.id = ANY($5::uuid[]))
-	AND ($6::text IS NULL OR EXISTS (SELECT 1 FROM promotion.promotion_purchase_targets AS k
-		WHERE k.purchase_id = p.id AND k.target_kind = $6::text))
+WHERE p.id > @after
+	AND (@include_ended OR p.status = 'Active')
+	AND (@tenant_id::uuid IS NULL OR p.tenant_id = @tenant_id::uuid)
+	AND (cardinality(@purchase_ids::uuid[]) = 0 OR p.id = ANY(@purchase_ids::uuid[]))
+	AND (@target_kind::text IS NULL OR EXISTS (SELECT 1 FROM promotion.promotion_purchase_targets AS k
+		WHERE k.purchase_id = p.id AND k.target_kind = @target_kind::text))
 ORDER BY p.id
-LIMIT $2
+LIMIT @batch_limit
 FOR SHARE OF p
