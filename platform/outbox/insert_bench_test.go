@@ -15,12 +15,12 @@ import (
 )
 
 // rowLayouts are the column types compared for the outbox row: the
-// migrated table as it is, and copies of it with other payload and metadata
-// types (docs/performance.md, "Outbox row layout").
+// migrated table as it is, and a copy with jsonb columns (docs/performance.md,
+// "Outbox row layout"). A bytea payload is not among them: the outbox's insert
+// casts the payload to json, which only a json or jsonb column takes.
 var rowLayouts = []struct{ name, payload, metadata string }{
 	{"migrated", "", ""},
 	{"payload-jsonb", "jsonb", "jsonb"},
-	{"payload-bytea", "bytea", "json"},
 }
 
 // BenchmarkOutboxInsert measures the outbox insert of one expiry batch: 200
