@@ -207,7 +207,6 @@ row "relay max sustained (backlog flat)" "$(metric relay BenchmarkCommitToKafka/
 b=BenchmarkOutboxInsert
 row "outbox insert of a 200-event batch (json)" "$(metric outbox-insert $b insert-ms/migrated)" ">=" 0 "ms" outbox-insert
 row "  same, payload and metadata jsonb / json" "$(metric outbox-insert $b insert-x/payload-jsonb)" ">=" 0 "x" outbox-insert
-row "  same, payload bytea / json" "$(metric outbox-insert $b insert-x/payload-bytea)" ">=" 0 "x" outbox-insert
 row "relay read of 200 rows (json)" "$(metric outbox-insert $b read-ms/migrated)" ">=" 0 "ms" outbox-insert
 row "API purchases/s (32 clients, median of rounds)" "$(metric api BenchmarkAPI api-purchases/s)" ">=" 0 "/s" api
 row "pgbench same transaction (32 clients)" "$(metric api BenchmarkAPI pgbench-tps)" ">=" 0 "tps" api
