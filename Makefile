@@ -57,6 +57,7 @@ bench: check-postgres ## run the benchmarks and write the raw figures to .bench/
 # The fuzz targets, as package:Target: the event contract's decoder, the list
 # cursor, bearer tokens, request-body binding (docs/adr/0005-hostile-input.md)
 # and any record's bytes through the consumer kit, on PostgreSQL (ADR 0006).
+# FUZZTIME is a duration, or a count of inputs (5000x) as .ci/run uses.
 FUZZTIME     ?= 10s
 FUZZ_TARGETS := ./modules/promotion/contract:FuzzDecode ./modules/promotion/internal/app:FuzzDecodeCursor \
                 ./platform/auth:FuzzAuthenticate ./platform/httpserver:FuzzDecodeJSON \
