@@ -269,3 +269,22 @@ func (b testBundle) storedRows(tb testing.TB) []storedRow {
 	require.NoError(tb, rs.Err())
 	return out
 }
+
+// On postgres.Autocommit each statement is its own transaction, so a write
+// there must be one statement: one topic's insert, or a change with its
+// events. Two topics would be two transactions; that write is refused with
+// nothing stored.
+func TestAutocommitTakesOneStatementOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tx, err := postgres.Autocommit(b.db.Gorm.WithContext(b.ctx))
+	require.NoError(t, err)
+	two := append(outbox.Events(topic, event("purchase-1", 1)), outbox.Events(topic+"-other", event("purchase-1", 1))...)
+	_, err = b.pub.Write(b.ctx, tx, outbox.Write{Events: two})
+	require.ErrorContains(t, err, "autocommit")
+	require.Zero(t, b.rows(t))
+
+	_, err = b.pub.Write(b.ctx, tx, outbox.Write{Events: outbox.Events(topic, event("purchase-1", 1), event("purchase-2", 1))})
+	require.NoError(t, err)
+	require.Equal(t, 2, b.rows(t), "one topic's insert is one statement, committed by itself")
+}

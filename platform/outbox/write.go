@@ -138,6 +138,8 @@ func insertStatement(topic string) string {
 // caller's change, and is done: nothing is left for the caller to finish.
 // Without a Change it runs one insert per topic; with one, the change and
 // every insert are one statement, and it returns the ids the change wrote.
+// tx may be postgres.Autocommit only when that makes one statement (a
+// Change, or one topic): the statement is then the transaction.
 // A message needs a UUID, a JSON payload and the kafka.MetaPartitionKey,
 // MetaEventType and MetaContractVersion metadata: one without them, or
 // whose Kafka record would exceed kafka.MaxRecordBytes (ErrMessageTooLarge),
@@ -154,6 +156,9 @@ func (p *Publisher) Write(ctx context.Context, tx postgres.Tx, w Write) ([]strin
 	topics, byTopic, err := groupByTopic(w)
 	if err != nil {
 		return nil, err
+	}
+	if tx.Autocommit() && w.Change == nil && len(topics) > 1 {
+		return nil, fmt.Errorf("outbox: %d topics are %d statements, and an autocommit Tx makes each its own transaction", len(topics), len(topics))
 	}
 	args := pgx.NamedArgs{}
 	for k, v := range w.Args {

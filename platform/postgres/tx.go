@@ -14,18 +14,32 @@ import (
 
 // Tx is the one kind of transaction an adapter sees: one database
 // transaction, open to GORM (GORM) and to literal SQL (ExecContext,
-// QueryContext) alike. Only InTx makes one, so both always stand; the zero
-// Tx is not in a transaction (Valid) and runs nothing.
+// QueryContext) alike. InTx makes one; Autocommit makes the other kind a
+// one-statement change needs, where the statement is its transaction. Both
+// always stand; the zero Tx is not in a transaction (Valid) and runs
+// nothing.
 type Tx struct {
 	gorm *gorm.DB
-	sql  *sql.Tx
+	sql  conn
+	// autocommit: each statement is a transaction of its own (Autocommit).
+	autocommit bool
+}
+
+// conn runs Tx's literal statements: a *sql.Tx, or the pool (Autocommit).
+type conn interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // errNoTx is the error of the zero Tx.
-var errNoTx = errors.New("postgres: not in a transaction (a Tx comes from InTx)")
+var errNoTx = errors.New("postgres: not in a transaction (a Tx comes from InTx or Autocommit)")
 
-// Valid reports whether tx is a transaction InTx began.
+// Valid reports whether tx is a transaction InTx began or Autocommit made.
 func (tx Tx) Valid() bool { return tx.sql != nil && tx.gorm != nil }
+
+// Autocommit reports whether each statement tx runs is a transaction of its
+// own (Autocommit): a change of more than one statement must not run on it.
+func (tx Tx) Autocommit() bool { return tx.autocommit }
 
 // GORM is the GORM session bound to the transaction.
 func (tx Tx) GORM() *gorm.DB { return tx.gorm }
@@ -60,6 +74,20 @@ func InTx(ctx context.Context, db *gorm.DB, fn func(tx Tx) error) error {
 		}
 		return fn(Tx{gorm: gtx, sql: sqlTx})
 	})
+}
+
+// Autocommit is db's pool as a Tx for a change that is one statement: that
+// statement is its own transaction (PostgreSQL's autocommit), one round trip
+// where InTx takes three (BEGIN, the statement, COMMIT). Two statements on
+// it are two transactions, so only a write that is one statement takes it;
+// outbox.Publisher.Write refuses it for any other. The purchase insert,
+// the API's hottest write, is such a change (ADR-0004).
+func Autocommit(db *gorm.DB) (Tx, error) {
+	pool, err := db.DB()
+	if err != nil {
+		return Tx{}, fmt.Errorf("postgres: autocommit: %w", err)
+	}
+	return Tx{gorm: db, sql: pool, autocommit: true}, nil
 }
 
 // GORMOn opens GORM on a database/sql pool that another part of the

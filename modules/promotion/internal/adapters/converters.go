@@ -82,13 +82,6 @@ func toDomainPurchase(m purchaseModel, targets []targetModel) (*domain.Purchase,
 	return p, nil
 }
 
-// toDBIdempotencyKey maps an idempotency record to its row.
-func toDBIdempotencyKey(r *app.IdempotencyRecord) idempotencyKeyModel {
-	return idempotencyKeyModel{
-		TenantID: r.TenantID, Key: r.Key, RequestHash: r.RequestHash, PurchaseID: r.PurchaseID, CreatedAt: r.CreatedAt,
-	}
-}
-
 // toAppIdempotencyRecord maps an idempotency row.
 func toAppIdempotencyRecord(m idempotencyKeyModel) *app.IdempotencyRecord {
 	return &app.IdempotencyRecord{

@@ -134,16 +134,16 @@ func hotStatements(tb testing.TB, db *testbed.Database, pkgID uuid.UUID, asOf ti
 	})
 	record("purchase insert", "", func(ctx context.Context) error {
 		return inTx(ctx, func(tx postgres.Tx) error {
-			built, err := purchases.buildOnRow(tx, pkgID, func(pkg *domain.Package) (*domain.Purchase, error) {
+			built, _, err := purchases.built(ctx, pkgID, func(pkg *domain.Package) (*domain.Purchase, error) {
 				return domain.NewPurchase(domain.NewPurchaseParams{
 					ID: uuid.New(), TenantID: uuid.New(), CreatedBy: uuid.New(), Package: pkg,
 					Targets: []domain.TargetRef{{Kind: domain.TargetKindProject, ID: uuid.New()}}, Now: time.Now(),
 				})
-			})
+			}, false)
 			if err != nil {
 				return err
 			}
-			_, err = purchases.insert(ctx, tx, built)
+			_, err = purchases.insert(ctx, tx, built, nil)
 			return err
 		})
 	})

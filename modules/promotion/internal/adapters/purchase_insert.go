@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"gorm.io/gorm/clause"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
@@ -28,75 +27,50 @@ type builtPurchase struct {
 	purchase *domain.Purchase
 }
 
-// guess builds the purchase on the cached package: nil when there is none,
-// or build refuses it (the package read in Add's transaction decides).
-func (r *PurchaseRepository) guess(packageID uuid.UUID, build func(*domain.Package) (*domain.Purchase, error)) *builtPurchase {
-	cached := r.packages.get(packageID)
-	if cached == nil {
-		return nil
+// built builds the purchase on the package: the cached one when cached is
+// allowed and build admits it, else the row as read now (cached for the
+// next purchase), which it reports as fresh. build reports a missing
+// package as a packageId error.
+func (r *PurchaseRepository) built(ctx context.Context, packageID uuid.UUID,
+	build func(*domain.Package) (*domain.Purchase, error), cached bool) (b *builtPurchase, fresh bool, err error) {
+	if pkg := r.packages.get(packageID); cached && pkg != nil {
+		if p, err := build(pkg); err == nil {
+			return &builtPurchase{pkg: pkg, purchase: p}, false, nil
+		}
 	}
-	p, err := build(cached)
-	if err != nil {
-		return nil
-	}
-	return &builtPurchase{pkg: cached, purchase: p}
-}
-
-// buildOnRow reads the package FOR SHARE inside tx, caches it, and builds
-// the purchase on it; build reports a missing package as a packageId error.
-func (r *PurchaseRepository) buildOnRow(tx postgres.Tx, packageID uuid.UUID, build func(*domain.Package) (*domain.Purchase, error)) (*builtPurchase, error) {
-	pkg, err := getPackage(selectPackages(tx.GORM()).Clauses(clause.Locking{
-		Strength: clause.LockingStrengthShare, Table: clause.Table{Name: "p"},
-	}), packageID)
+	pkg, err := getPackage(selectPackages(r.db.WithContext(ctx)), packageID)
 	if errors.Is(err, domain.ErrPackageNotFound) {
 		pkg, err = nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	r.packages.put(pkg)
 	p, err := build(pkg)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	if pkg == nil || !pkg.IsActive() {
-		return nil, fmt.Errorf("insert purchase %s: package %s is missing or inactive, yet build admitted it", p.ID(), packageID)
+		return nil, true, fmt.Errorf("insert purchase %s: package %s is missing or inactive, yet build admitted it", p.ID(), packageID)
 	}
-	return &builtPurchase{pkg: pkg, purchase: p}, nil
+	return &builtPurchase{pkg: pkg, purchase: p}, true, nil
 }
 
-// claimKey claims the idempotency key of claim inside tx (nothing when
-// claim is nil): app.ErrIdempotencyKeyTaken when a committed request holds it.
-func claimKey(tx postgres.Tx, claim *app.IdempotencyRecord) error {
-	if claim == nil {
-		return nil
-	}
-	row := toDBIdempotencyKey(claim)
-	res := tx.GORM().Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "tenant_id"}, {Name: "key"}},
-		DoNothing: true,
-	}).Create(&row)
-	if res.Error != nil {
-		return fmt.Errorf("claim idempotency key: %w", res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return app.ErrIdempotencyKeyTaken
-	}
-	return nil
-}
-
-// insert writes b's purchase, its targets and its events by one statement
-// in tx (purchaseInsert). It reports false, having written nothing, when
-// the package's row no longer equals b.pkg; either way the row stays
-// share-locked until the transaction ends.
-func (r *PurchaseRepository) insert(ctx context.Context, tx postgres.Tx, b *builtPurchase) (bool, error) {
+// insert writes b's purchase, its targets, its events and claim (when not
+// nil) by one statement on tx (insertPurchaseHead). It reports false,
+// having written nothing, when the package's row no longer equals b.pkg or
+// the claim's key is taken.
+func (r *PurchaseRepository) insert(ctx context.Context, tx postgres.Tx, b *builtPurchase, claim *app.IdempotencyRecord) (bool, error) {
 	p := b.purchase
+	if claim != nil && claim.PurchaseID != p.ID() {
+		return false, fmt.Errorf("insert purchase %s: its idempotency key names purchase %s", p.ID(), claim.PurchaseID)
+	}
 	msgs, ev, err := r.events.messages(ctx, p, p.UpdatedAt())
 	if err != nil {
 		return false, err
 	}
 	ids, err := r.outbox.Write(ctx, tx, outbox.Write{Events: r.events.outboxEvents(msgs), Change: r.insertChange,
-		Args: insertPurchaseArgs(b.pkg, p, ev), Keys: []string{p.ID().String()}})
+		Args: insertPurchaseArgs(b.pkg, p, ev, claim), Keys: []string{p.ID().String()}})
 	if err != nil {
 		return false, fmt.Errorf("insert purchase %s: %w", p.ID(), err)
 	}
@@ -104,8 +78,8 @@ func (r *PurchaseRepository) insert(ctx context.Context, tx postgres.Tx, b *buil
 }
 
 // insertPurchaseArgs are insertPurchaseHead's parameters for p, built from
-// pkg, with ev its event.
-func insertPurchaseArgs(pkg *domain.Package, p *domain.Purchase, ev lastEvent) pgx.NamedArgs {
+// pkg, with ev its event and claim its key's record (nil: none).
+func insertPurchaseArgs(pkg *domain.Package, p *domain.Purchase, ev lastEvent, claim *app.IdempotencyRecord) pgx.NamedArgs {
 	m, targets := toDBPurchase(p)
 	price := pkg.Price()
 	kinds, ids, positions := make([]string, len(targets)), make([]string, len(targets)), make([]int16, len(targets))
@@ -120,6 +94,11 @@ func insertPurchaseArgs(pkg *domain.Package, p *domain.Purchase, ev lastEvent) p
 		"pkg_currency_sign": price.Currency().Sign,
 		"target_kinds":      kinds, "target_ids": ids, "target_positions": positions,
 		"last_event_id": ev.id, "last_event_at": ev.at,
+		"claim_key": nil, "claim_tenant_id": nil, "claim_request_hash": nil, "claim_created_at": nil,
+	}
+	if claim != nil {
+		args["claim_key"], args["claim_tenant_id"] = claim.Key, claim.TenantID.String()
+		args["claim_request_hash"], args["claim_created_at"] = claim.RequestHash, claim.CreatedAt
 	}
 	for i, v := range purchaseValues(m) {
 		args[purchaseColumns[i]] = v

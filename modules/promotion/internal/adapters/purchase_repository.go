@@ -60,52 +60,65 @@ func NewPurchaseRepository(db *gorm.DB, publisher *outbox.Publisher, publication
 }
 
 // Add stores a new purchase and its event, claiming the idempotency key
-// first when claim is not nil. The claim is an INSERT ... ON CONFLICT DO
-// NOTHING: PostgreSQL makes a racing claim of the same key wait until the
-// first transaction ends, and then either insert (the first rolled back) or
-// find the conflict (it committed) — in which case Add stores nothing and
-// returns app.ErrIdempotencyKeyTaken. The purchase, its targets and its
-// events are written by one statement (insertPurchaseHead), which locks the
-// package FOR SHARE and writes nothing unless the package still is the one
-// the purchase was built from: a deactivation (or any edit) that holds it
-// makes the purchase wait and then see its result, and one that comes later
-// waits for the purchase to commit (ADR-0004).
+// when claim is not nil. The claim, the purchase, its targets and its
+// events are one statement (insertPurchaseHead), autocommitted: one round
+// trip. It locks the package FOR SHARE and writes nothing unless the
+// package still is the one the purchase was built from, and the key was
+// free: a deactivation (or any edit) that holds the package makes the
+// purchase wait and then see its result, and one that comes later waits
+// for the purchase to commit (ADR-0004). A racing claim of the same key
+// waits until the first request ends; when that one committed, Add stores
+// nothing and returns app.ErrIdempotencyKeyTaken.
 //
-// One route, one transaction: claim the key, build on the cached package
-// (else the row read FOR SHARE), insert. Only a cached package that went
-// stale is read again and built on once more.
+// One route: build on the package the repository knows (cached, else
+// read), run the statement. When it wrote nothing, the package changed
+// since it was known (an edit, or a deactivation the statement waited
+// for): forget it, read it again and take the route once more, so build
+// sees what was committed, and refuses an inactive package. build runs at
+// most three times (the cached package, then two reads); a package that
+// changes under both reads answers 409 package-changed.
 func (r *PurchaseRepository) Add(ctx context.Context, packageID uuid.UUID, claim *app.IdempotencyRecord,
 	build func(*domain.Package) (*domain.Purchase, error)) (*domain.Purchase, error) {
-	var added *domain.Purchase
-	err := postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
-		if err := claimKey(tx, claim); err != nil {
-			return err
-		}
-		b := r.guess(packageID, build)
-		if b != nil {
-			inserted, err := r.insert(ctx, tx, b)
-			if err != nil || inserted {
-				added = b.purchase
-				return err
-			}
-			r.packages.forget(packageID)
-		}
-		b, err := r.buildOnRow(tx, packageID, build)
-		if err != nil {
-			return err
-		}
-		inserted, err := r.insert(ctx, tx, b)
-		if err == nil && !inserted {
-			err = fmt.Errorf("insert purchase %s: package %s changed under its share lock", b.purchase.ID(), packageID)
-		}
-		added = b.purchase
-		return err
-	})
+	tx, err := postgres.Autocommit(r.db.WithContext(ctx))
 	if err != nil {
 		return nil, err
 	}
-	return added, nil
+	for reads, cached := 0, true; ; cached = false {
+		b, fresh, err := r.built(ctx, packageID, build, cached)
+		if err != nil {
+			return nil, err
+		}
+		inserted, err := r.insert(ctx, tx, b, claim)
+		if err != nil {
+			return nil, err
+		}
+		if inserted {
+			return b.purchase, nil
+		}
+		if claim != nil {
+			rec, err := r.FindIdempotencyKey(ctx, claim.TenantID, claim.Key)
+			if err != nil {
+				return nil, err
+			}
+			if rec != nil {
+				return nil, app.ErrIdempotencyKeyTaken
+			}
+		}
+		r.packages.forget(packageID)
+		if fresh {
+			reads++
+		}
+		if reads == maxPackageReads {
+			return nil, &apperror.Error{Kind: apperror.KindConflict, Slug: "package-changed",
+				Detail: "The package changed while the purchase was being made; try again.",
+				Err:    fmt.Errorf("insert purchase %s: package %s changed under %d reads", b.purchase.ID(), packageID, reads)}
+		}
+	}
 }
+
+// maxPackageReads bounds Add's reads of a package that keeps changing
+// under its statement.
+const maxPackageReads = 2
 
 // FindIdempotencyKey returns the record of a tenant's key, or nil.
 func (r *PurchaseRepository) FindIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key string) (*app.IdempotencyRecord, error) {

@@ -77,24 +77,28 @@ func (b *repoBundle) waitForLockWait(tb testing.TB) {
 	b.db.WaitForLockWaiters(tb, 1)
 }
 
-// holdClaim adds a purchase under key for tenant and holds Add's
-// transaction open, the key claimed, until release receives the outcome:
-// nil commits the purchase, an error rolls back.
+// holdClaim runs Add's statement for a purchase under key for tenant in a
+// transaction it holds open, the key claimed, as a concurrent request's
+// statement is while it runs, until release receives the outcome: nil
+// commits the purchase, an error rolls back.
 func (b *repoBundle) holdClaim(tb testing.TB, tenant uuid.UUID, key string) (release chan error, done chan error) {
 	tb.Helper()
 	release, done, claimed := make(chan error), make(chan error, 1), make(chan struct{})
 	first := b.newPurchase(tb)
 	go func() {
-		_, err := b.purchases.Add(context.Background(), first.PackageID(), &app.IdempotencyRecord{
-			TenantID: tenant, Key: key, RequestHash: testHash, PurchaseID: first.ID(), CreatedAt: first.CreatedAt(),
-		}, func(*domain.Package) (*domain.Purchase, error) {
-			close(claimed)
-			if err := <-release; err != nil {
-				return nil, err
+		done <- postgres.InTx(context.Background(), b.db.Gorm, func(tx postgres.Tx) error {
+			inserted, err := b.purchases.InsertIn(context.Background(), tx, b.pkg, first, &app.IdempotencyRecord{
+				TenantID: tenant, Key: key, RequestHash: testHash, PurchaseID: first.ID(), CreatedAt: first.CreatedAt(),
+			})
+			if err != nil {
+				return err
 			}
-			return first, nil
+			if !inserted {
+				return errors.New("the first request's statement wrote nothing")
+			}
+			close(claimed)
+			return <-release
 		})
-		done <- err
 	}()
 	select {
 	case <-claimed:
@@ -414,10 +418,7 @@ func TestAddWithACachedPackageCommitsPurchaseAndEventTogether(t *testing.T) {
 			AND t.xmin = p.xmin`, second.ID()).Scan(&sameTx))
 	require.True(t, sameTx, "purchase, targets and event in one transaction")
 
-	promotiontest.Exec(t, b.db, `CREATE FUNCTION promotion.refuse_event() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RAISE EXCEPTION 'event refused'; END $$`,
-		`CREATE TRIGGER refuse_event BEFORE INSERT ON outbox."pin_promotion_purchase_changed_v1"
-		FOR EACH ROW EXECUTE FUNCTION promotion.refuse_event()`)
+	b.refuseEvents(t)
 	third := b.newPurchase(t)
 	require.ErrorContains(t, b.add(ctx, third, nil), "event refused")
 	_, err = b.purchases.Get(ctx, third.ID())
@@ -443,4 +444,75 @@ func TestAddRunsARefusingBuildTwiceAtMost(t *testing.T) {
 		require.Equal(t, 2, runs, "with claim %v", claim != nil)
 	}
 	require.Equal(t, 1, promotiontest.OutboxCount(t, b.db))
+}
+
+// The key's claim is part of the purchase's one statement: the key, the
+// purchase and its event commit together, and an event the outbox refuses
+// leaves the key free for the client's retry.
+func TestAddClaimsTheKeyInThePurchasesTransaction(t *testing.T) {
+	t.Parallel()
+	b := newRepoBundle(t)
+	ctx := context.Background()
+	tenant := uuid.New()
+	p := b.newPurchase(t)
+	require.NoError(t, b.add(ctx, p, &app.IdempotencyRecord{TenantID: tenant, Key: "k1", RequestHash: testHash, PurchaseID: p.ID()}))
+	var sameTx bool
+	require.NoError(t, b.db.SQL.QueryRow(`SELECT k.xmin = p.xmin
+		FROM promotion.idempotency_keys AS k JOIN promotion.promotion_purchases AS p ON p.id = k.purchase_id
+		WHERE k.tenant_id = $1 AND k.key = 'k1'`, tenant).Scan(&sameTx))
+	require.True(t, sameTx, "key and purchase in one transaction")
+
+	b.refuseEvents(t)
+	second := b.newPurchase(t)
+	require.ErrorContains(t, b.add(ctx, second, &app.IdempotencyRecord{TenantID: tenant, Key: "k2", RequestHash: testHash, PurchaseID: second.ID()}),
+		"event refused")
+	rec, err := b.purchases.FindIdempotencyKey(ctx, tenant, "k2")
+	require.NoError(t, err)
+	require.Nil(t, rec, "the key was claimed for a purchase that was not stored")
+	require.Equal(t, 1, promotiontest.Count(t, b.db, "SELECT count(*) FROM promotion.promotion_purchases"))
+}
+
+// Add builds on the package as committed: one that changes between Add's
+// read and its statement is read again, and one that changes under both
+// reads is a conflict to retry, with nothing stored.
+func TestAddReadsAPackageThatChangedUnderItsStatementAgain(t *testing.T) {
+	t.Parallel()
+	for _, edits := range []int{1, 2} {
+		b := newRepoBundle(t) // the package is not cached: Add reads it
+		ctx := context.Background()
+		runs := 0
+		added, err := b.purchases.Add(ctx, b.pkg.ID(), nil, func(pkg *domain.Package) (*domain.Purchase, error) {
+			runs++
+			if runs <= edits { // an admin's edit commits between the read and the statement
+				promotiontest.Exec(t, b.db, `UPDATE promotion.promotion_packages SET boost_weight = boost_weight + 1
+					WHERE id = '`+b.pkg.ID().String()+`'`)
+			}
+			return domain.NewPurchase(domain.NewPurchaseParams{
+				ID: uuid.New(), TenantID: uuid.New(), CreatedBy: uuid.New(), Package: pkg,
+				Targets: []domain.TargetRef{{Kind: domain.TargetKindProject, ID: uuid.New()}}, Now: time.Now(),
+			})
+		})
+		require.Equal(t, 2, runs, "edits %d", edits)
+		if edits == 1 {
+			require.NoError(t, err)
+			require.Equal(t, b.pkg.BoostWeight()+1, added.BoostWeight(), "built on the package as edited")
+			require.Equal(t, 1, promotiontest.OutboxCount(t, b.db))
+			continue
+		}
+		var problem *apperror.Error
+		require.ErrorAs(t, err, &problem)
+		require.Equal(t, apperror.KindConflict, problem.Kind)
+		require.Equal(t, "package-changed", problem.Slug)
+		require.Zero(t, promotiontest.Count(t, b.db, "SELECT count(*) FROM promotion.promotion_purchases"))
+		require.Zero(t, promotiontest.OutboxCount(t, b.db))
+	}
+}
+
+// refuseEvents makes the outbox table refuse every event from now on.
+func (b *repoBundle) refuseEvents(tb testing.TB) {
+	tb.Helper()
+	promotiontest.Exec(tb, b.db, `CREATE FUNCTION promotion.refuse_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'event refused'; END $$`,
+		`CREATE TRIGGER refuse_event BEFORE INSERT ON outbox."pin_promotion_purchase_changed_v1"
+		FOR EACH ROW EXECUTE FUNCTION promotion.refuse_event()`)
 }

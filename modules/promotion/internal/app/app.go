@@ -29,15 +29,15 @@ type Actor struct {
 // event are never separated.
 type PurchaseRepository interface {
 	// Add stores a new purchase and its event in one transaction. When claim
-	// is not nil it first claims the idempotency key, and fails with
-	// ErrIdempotencyKeyTaken (storing nothing) when another request holds
-	// it; a racing request waits until the holder commits or rolls back.
-	// Then it stores what build makes of the package (nil when there is
-	// none), which it holds with a share lock until the commit: a change of
-	// the package, such as a deactivation, is ordered entirely before or
-	// after the purchase. build may run twice (again on the package as read
-	// when a remembered one was stale), so it must be pure. An error from
-	// build rolls everything back and is returned as is.
+	// is not nil it claims the idempotency key in that transaction, and
+	// fails with ErrIdempotencyKeyTaken (storing nothing) when another
+	// request holds it; a racing request waits until the holder commits or
+	// rolls back. It stores what build makes of the package (nil when there
+	// is none), which it holds with a share lock until the commit: a change
+	// of the package, such as a deactivation, is ordered entirely before or
+	// after the purchase. build may run up to three times (again on the
+	// package as read when the one it was given changed), so it must be
+	// pure. An error from build stores nothing and is returned as is.
 	Add(ctx context.Context, packageID uuid.UUID, claim *IdempotencyRecord, build func(*domain.Package) (*domain.Purchase, error)) (*domain.Purchase, error)
 	// FindIdempotencyKey returns the record of a claimed key, or nil.
 	FindIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key string) (*IdempotencyRecord, error)
