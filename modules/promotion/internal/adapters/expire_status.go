@@ -10,9 +10,6 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 )
 
-// expireLastCycleTable holds the expiry's last cycle (migration 00010).
-const expireLastCycleTable = "promotion.expire_last_cycle"
-
 // ExpiryStatus is the expiry job's state as `pin status` shows it.
 type ExpiryStatus struct {
 	// Backlog is the Active purchases whose EndsAt has passed, poison
@@ -43,14 +40,15 @@ type LastCycle struct {
 }
 
 // RecordCycle keeps c, ended by cycleErr (nil: completed), as the last
-// cycle: the one row is whichever instance's cycle finished last.
+// cycle: the one row of promotion.expire_last_cycle (migration 00010) is
+// whichever instance's cycle finished last.
 func (r *ExpireRepository) RecordCycle(ctx context.Context, c app.ExpireCycleResult, cycleErr error) error {
 	var errText *string
 	if cycleErr != nil {
 		s := cycleErr.Error()
 		errText = &s
 	}
-	err := r.db.WithContext(ctx).Exec(`INSERT INTO `+expireLastCycleTable+`
+	err := r.db.WithContext(ctx).Exec(`INSERT INTO promotion.expire_last_cycle
 			(run_id, as_of, finished_at, instance, batches, expired, skipped_locked, failed, duration_ms, error)
 		VALUES (?, ?, clock_timestamp(), current_setting('application_name'), ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (singleton) DO UPDATE SET run_id = excluded.run_id, as_of = excluded.as_of,
@@ -70,9 +68,9 @@ func ReadExpiryStatus(ctx context.Context, db *sql.DB) (ExpiryStatus, error) {
 	var s ExpiryStatus
 	var oldest sql.NullTime
 	err := db.QueryRowContext(ctx, `SELECT
-			(SELECT count(*) FROM `+purchasesTable+` WHERE status = 'Active' AND ends_at <= now()),
-			(SELECT min(ends_at) FROM `+purchasesTable+` WHERE status = 'Active' AND ends_at <= now()),
-			(SELECT count(*) FROM `+expirePoisonTable+` x JOIN `+purchasesTable+` p ON p.id = x.purchase_id
+			(SELECT count(*) FROM promotion.promotion_purchases WHERE status = 'Active' AND ends_at <= now()),
+			(SELECT min(ends_at) FROM promotion.promotion_purchases WHERE status = 'Active' AND ends_at <= now()),
+			(SELECT count(*) FROM promotion.expire_poison x JOIN promotion.promotion_purchases p ON p.id = x.purchase_id
 				WHERE p.status = 'Active')`).Scan(&s.Backlog, &oldest, &s.Poison)
 	if err != nil {
 		return ExpiryStatus{}, fmt.Errorf("read the expiry's state: %w", err)
@@ -85,7 +83,7 @@ func ReadExpiryStatus(ctx context.Context, db *sql.DB) (ExpiryStatus, error) {
 	var errText sql.NullString
 	var ms int64
 	err = db.QueryRowContext(ctx, `SELECT run_id, as_of, finished_at, instance, batches, expired, skipped_locked,
-			failed, duration_ms, error FROM `+expireLastCycleTable).Scan(&c.Cycle.RunID, &c.Cycle.AsOf, &c.FinishedAt,
+			failed, duration_ms, error FROM promotion.expire_last_cycle`).Scan(&c.Cycle.RunID, &c.Cycle.AsOf, &c.FinishedAt,
 		&c.Instance, &c.Cycle.Batches, &c.Cycle.Expired, &c.Cycle.SkippedLocked, &c.Cycle.Failed, &ms, &errText)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):

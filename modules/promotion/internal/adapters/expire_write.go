@@ -8,6 +8,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -105,8 +106,8 @@ func (t *expireTx) WriteOne(ctx context.Context, ex app.Expiry) (bool, error) {
 
 // ForgetPoison implements app.ExpireTx.
 func (t *expireTx) ForgetPoison(ctx context.Context, ids []uuid.UUID) error {
-	if _, err := t.tx.ExecContext(ctx, `DELETE FROM `+expirePoisonTable+` WHERE purchase_id = ANY($1::uuid[])`,
-		uuidStrings(ids)); err != nil {
+	if _, err := t.tx.ExecContext(ctx, `DELETE FROM promotion.expire_poison WHERE purchase_id = ANY(@ids::uuid[])`,
+		pgx.NamedArgs{"ids": uuidStrings(ids)}); err != nil {
 		return fmt.Errorf("forget expired poison purchases: %w", err)
 	}
 	return nil
@@ -114,7 +115,8 @@ func (t *expireTx) ForgetPoison(ctx context.Context, ids []uuid.UUID) error {
 
 // Reread implements app.ExpireTx.
 func (t *expireTx) Reread(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]app.SupersededExpiry, error) {
-	rows, err := t.tx.QueryContext(ctx, `SELECT id, status, version FROM `+purchasesTable+` WHERE id = ANY($1::uuid[])`, uuidStrings(ids))
+	rows, err := t.tx.QueryContext(ctx, `SELECT id, status, version FROM promotion.promotion_purchases WHERE id = ANY(@ids::uuid[])`,
+		pgx.NamedArgs{"ids": uuidStrings(ids)})
 	if err != nil {
 		return nil, fmt.Errorf("re-read unwritten purchases: %w", err)
 	}

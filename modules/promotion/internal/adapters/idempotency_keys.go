@@ -11,9 +11,9 @@ import (
 // statement short; the caller repeats until fewer than limit are gone.
 func (r *PurchaseRepository) DeleteIdempotencyKeysBefore(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
 	res := r.db.WithContext(ctx).Exec(`
-		DELETE FROM `+idempotencyKeysTable+`
+		DELETE FROM promotion.idempotency_keys
 		WHERE (tenant_id, key) IN (
-			SELECT tenant_id, key FROM `+idempotencyKeysTable+`
+			SELECT tenant_id, key FROM promotion.idempotency_keys
 			WHERE created_at < ?
 			ORDER BY created_at
 			LIMIT ?

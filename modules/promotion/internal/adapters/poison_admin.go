@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pinmarket/pin/platform/postgres"
 )
@@ -33,16 +34,25 @@ type PoisonPurchase struct {
 // remembered as poison (never was, expired since, or released already).
 var ErrPoisonNotFound = errors.New("purchase not remembered as poison")
 
-// poisonColumns are read by ListPoison and ReleasePoison, in the order of
-// scanPoison; x is the poison row, p its purchase.
-const poisonColumns = `x.purchase_id, p.tenant_id, p.package_code, p.status, p.ends_at,
-	x.failures, x.first_failed_at, x.last_attempt_at, x.last_error`
+// listPoison reads the poison purchases (x) with their purchases (p), in
+// the order of scanPoison's columns, the first to fail first.
+const listPoison = `SELECT x.purchase_id, p.tenant_id, p.package_code, p.status, p.ends_at,
+	x.failures, x.first_failed_at, x.last_attempt_at, x.last_error
+FROM promotion.expire_poison x JOIN promotion.promotion_purchases p ON p.id = x.purchase_id
+ORDER BY x.first_failed_at, x.purchase_id`
+
+// releasePoison forgets every poison purchase when @all, else those of
+// @ids, and returns them as listPoison does.
+const releasePoison = `WITH released AS (
+	DELETE FROM promotion.expire_poison WHERE @all OR purchase_id = ANY(@ids::uuid[]) RETURNING *)
+SELECT x.purchase_id, p.tenant_id, p.package_code, p.status, p.ends_at,
+	x.failures, x.first_failed_at, x.last_attempt_at, x.last_error
+FROM released x JOIN promotion.promotion_purchases p ON p.id = x.purchase_id
+ORDER BY x.first_failed_at, x.purchase_id`
 
 // ListPoison returns the poison purchases, the first to fail first.
 func ListPoison(ctx context.Context, db *sql.DB) ([]PoisonPurchase, error) {
-	rows, err := db.QueryContext(ctx, `SELECT `+poisonColumns+`
-		FROM `+expirePoisonTable+` x JOIN `+purchasesTable+` p ON p.id = x.purchase_id
-		ORDER BY x.first_failed_at, x.purchase_id`)
+	rows, err := db.QueryContext(ctx, listPoison)
 	if err != nil {
 		return nil, fmt.Errorf("list poison purchases: %w", err)
 	}
@@ -63,10 +73,7 @@ func ReleasePoison(ctx context.Context, db *sql.DB, ids []uuid.UUID, all bool) (
 	}
 	var released []PoisonPurchase
 	err = postgres.InTx(ctx, gdb, func(tx postgres.Tx) error {
-		rows, err := tx.QueryContext(ctx, `WITH released AS (
-				DELETE FROM `+expirePoisonTable+` WHERE $1 OR purchase_id = ANY($2::uuid[]) RETURNING *)
-			SELECT `+poisonColumns+` FROM released x JOIN `+purchasesTable+` p ON p.id = x.purchase_id
-			ORDER BY x.first_failed_at, x.purchase_id`, all, uuidStrings(ids))
+		rows, err := tx.QueryContext(ctx, releasePoison, pgx.NamedArgs{"all": all, "ids": uuidStrings(ids)})
 		if err != nil {
 			return fmt.Errorf("release poison purchases: %w", err)
 		}
@@ -92,7 +99,7 @@ func ReleasePoison(ctx context.Context, db *sql.DB, ids []uuid.UUID, all bool) (
 	return released, nil
 }
 
-// scanPoison reads poisonColumns from every row and closes rows.
+// scanPoison reads listPoison's columns from every row and closes rows.
 func scanPoison(rows *sql.Rows) ([]PoisonPurchase, error) {
 	defer func() { _ = rows.Close() }()
 	var out []PoisonPurchase

@@ -57,17 +57,15 @@ func NewSnapshotRepository(db *gorm.DB, publisher *outbox.Publisher, publication
 	return &SnapshotRepository{db: db, sql: pool, outbox: publisher, events: events}, nil
 }
 
-// snapshotRunsTable keeps each snapshot's filter and position
-// (migrations/00008_snapshot_redelivery.sql).
-const snapshotRunsTable = "promotion.snapshot_runs"
-
-// StartSnapshot implements app.SnapshotStore.
+// StartSnapshot implements app.SnapshotStore. promotion.snapshot_runs keeps
+// each snapshot's filter and position (migrations/00008_snapshot_redelivery.sql).
 func (r *SnapshotRepository) StartSnapshot(ctx context.Context, run app.SnapshotRun) error {
 	tenant, kind := snapshotFilterArgs(run.Filter)
-	_, err := r.sql.ExecContext(ctx, `INSERT INTO `+snapshotRunsTable+`
+	_, err := r.sql.ExecContext(ctx, `INSERT INTO promotion.snapshot_runs
 		(id, tenant_id, purchase_ids, target_kind, include_ended, started_at, updated_at)
-		VALUES ($1, $2, $3::uuid[], $4, $5, now(), now())`,
-		run.ID, tenant, uuidStrings(run.Filter.PurchaseIDs), kind, run.Filter.IncludeEnded)
+		VALUES (@id, @tenant_id, @purchase_ids::uuid[], @target_kind, @include_ended, now(), now())`,
+		pgx.NamedArgs{"id": run.ID, "tenant_id": tenant, "purchase_ids": uuidStrings(run.Filter.PurchaseIDs),
+			"target_kind": kind, "include_ended": run.Filter.IncludeEnded})
 	if err != nil {
 		return fmt.Errorf("store snapshot %s: %w", run.ID, err)
 	}
@@ -81,7 +79,8 @@ func (r *SnapshotRepository) Snapshot(ctx context.Context, id uuid.UUID) (app.Sn
 	var purchases string
 	var kind sql.NullString
 	err := r.sql.QueryRowContext(ctx, `SELECT tenant_id, array_to_string(purchase_ids, ','), target_kind, include_ended,
-		after_purchase_id, events, failed, completed_at IS NOT NULL FROM `+snapshotRunsTable+` WHERE id = $1`, id).
+		after_purchase_id, events, failed, completed_at IS NOT NULL FROM promotion.snapshot_runs WHERE id = @id`,
+		pgx.NamedArgs{"id": id}).
 		Scan(&tenant, &purchases, &kind, &run.Filter.IncludeEnded, &run.After, &run.Events, &run.Failed, &run.Complete)
 	if errors.Is(err, sql.ErrNoRows) {
 		return app.SnapshotRun{}, fmt.Errorf("%w: no snapshot has the id %s", app.ErrSnapshotNotFound, id)
@@ -133,10 +132,11 @@ func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBa
 			}
 		}
 		res.Events = len(events)
-		_, err = tx.ExecContext(ctx, `UPDATE `+snapshotRunsTable+`
-			SET after_purchase_id = $2, events = events + $3, failed = failed + $4, updated_at = now(),
-				completed_at = CASE WHEN $5 THEN now() END
-			WHERE id = $1`, b.SnapshotID, res.Last, res.Events, len(res.Failed), res.Read < b.Limit)
+		_, err = tx.ExecContext(ctx, `UPDATE promotion.snapshot_runs
+			SET after_purchase_id = @after, events = events + @events, failed = failed + @failed, updated_at = now(),
+				completed_at = CASE WHEN @complete THEN now() END
+			WHERE id = @id`, pgx.NamedArgs{"id": b.SnapshotID, "after": res.Last, "events": res.Events,
+			"failed": len(res.Failed), "complete": res.Read < b.Limit})
 		if err != nil {
 			return fmt.Errorf("snapshot batch: move snapshot %s on: %w", b.SnapshotID, err)
 		}
@@ -154,8 +154,8 @@ func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBa
 func lockSnapshotAt(ctx context.Context, tx postgres.Tx, b app.SnapshotBatch) error {
 	var after uuid.UUID
 	var complete bool
-	err := tx.GORM().Raw(`SELECT after_purchase_id, completed_at IS NOT NULL FROM `+snapshotRunsTable+`
-		WHERE id = ? FOR UPDATE`, b.SnapshotID).Row().Scan(&after, &complete)
+	err := tx.GORM().Raw(`SELECT after_purchase_id, completed_at IS NOT NULL FROM promotion.snapshot_runs
+		WHERE id = @id FOR UPDATE`, sql.Named("id", b.SnapshotID)).Row().Scan(&after, &complete)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("%w: no snapshot has the id %s", app.ErrSnapshotNotFound, b.SnapshotID)
