@@ -9,7 +9,11 @@
 #
 # Environment: PIN_TEST_DATABASE_URL, PIN_BENCH_REFERENCE_DIR (as make bench),
 #   PIN_BENCH_EXPIRE_SIZES (default 10k,1M), PIN_BENCH_BATCH_ITERATIONS (30),
-#   PIN_BENCH_API_ROUNDS (4), PIN_BENCH_SUSTAINED_STEPS (2000).
+#   PIN_BENCH_API_ROUNDS (4), PIN_BENCH_SUSTAINED_STEPS (2000),
+#   PIN_BENCH_COMPARE: which of expire-batch, relay and api to run (default
+#   all three, comma-separated). An even ROUNDS gives each side the first
+#   and the second place equally often: the second runs after the first's
+#   load, and on this machine that alone costs it a few percent.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 OLD-COMMIT NEW-COMMIT [ROUNDS]" >&2; exit 2; }
 cd "$(dirname "$0")/.."
@@ -32,11 +36,16 @@ trap cleanup EXIT
 sampler=$!
 
 # name package benchmark benchtime
-benches=(
+all_benches=(
   "expire-batch ./modules/promotion/internal/expirebench BenchmarkExpireBatch\$ ${PIN_BENCH_BATCH_ITERATIONS:-30}x"
   "relay ./platform/outbox BenchmarkCommitToKafka\$ 1x"
   "api ./cmd/pinload BenchmarkAPI\$ 1x"
 )
+benches=()
+for b in "${all_benches[@]}"; do
+  case ",${PIN_BENCH_COMPARE:-expire-batch,relay,api}," in *",${b%% *},"*) benches+=("$b") ;; esac
+done
+[ ${#benches[@]} -gt 0 ] || { echo "PIN_BENCH_COMPARE names none of expire-batch, relay, api" >&2; exit 2; }
 for side in old new; do
   commit=$old; [ $side = new ] && commit=$new
   git worktree add --detach "$out/src-$side" "$commit" >/dev/null
@@ -84,10 +93,14 @@ rows+=("relay BenchmarkCommitToKafka/drain events/s" "relay BenchmarkCommitToKaf
   echo "| --- | --- | --- | --- | --- |"
   for r in "${rows[@]}"; do
     read -r name bench unit <<<"$r"
+    [ -e "$out/1-$name-old.txt" ] || continue
+    ratios=()
     for round in $(seq 1 "$rounds"); do
       o=$(metric "$out/$round-$name-old.txt" "$bench" "$unit") n=$(metric "$out/$round-$name-new.txt" "$bench" "$unit")
       q=$(awk -v o="${o:-0}" -v n="${n:-0}" 'BEGIN {if (o > 0) printf "%.2f", n / o; else print "-"}')
+      [ "$q" = - ] || ratios+=("$(awk -v o="$o" -v n="$n" 'BEGIN {print n / o}')")
       echo "| ${bench#Benchmark} $unit | $round | ${o:-?} | ${n:-?} | $q |"
     done
+    [ ${#ratios[@]} -lt 2 ] || echo "| ${bench#Benchmark} $unit | geometric mean | | | $(printf '%s\n' "${ratios[@]}" | awk '{s += log($1); c++} END {printf "%.2f", exp(s / c)}') |"
   done
 } | tee "$out/summary.md"
