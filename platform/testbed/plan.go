@@ -114,9 +114,10 @@ func (p Plan) String() string {
 
 // Statement is a statement as the code sends it, for Explain.
 type Statement struct {
-	// Setup are statements the code runs before it in the same transaction
-	// (SET LOCAL, set_config), run before the EXPLAIN too.
-	Setup []string
+	// Setup are the settings the code makes before it in the same
+	// transaction (SET LOCAL, set_config: their Query and Args), made before
+	// the EXPLAIN too.
+	Setup []Statement
 	Query string
 	Args  []any
 }
@@ -141,8 +142,8 @@ func Explain(tb testing.TB, pool *sql.DB, s Statement) (custom, generic Plan) {
 	}
 	defer func() { _ = tx.Rollback() }()
 	for _, q := range s.Setup {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			tb.Fatalf("testbed: explain: %v\n%s", err, q)
+		if _, err := tx.ExecContext(ctx, q.Query, q.Args...); err != nil {
+			tb.Fatalf("testbed: explain: %v\n%s", err, q.Query)
 		}
 	}
 	query, args := s.Query, s.Args

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
@@ -27,8 +29,8 @@ type ExpireRepository struct {
 	db     *gorm.DB
 	outbox *outbox.Publisher
 	events Publications
-	// session is the batch transaction's first statement (batchSession).
-	session string
+	// timeouts are batchSession's parameters.
+	timeouts pgx.NamedArgs
 	// write is the set-based write: expireWriteHead with the outbox's half.
 	write *outbox.Change
 }
@@ -54,15 +56,22 @@ type ExpireTimeouts struct {
 // largest size (10 000) takes about a second.
 var DefaultExpireTimeouts = ExpireTimeouts{Lock: 5 * time.Second, Statement: 10 * time.Second, IdleInTransaction: 5 * time.Second}
 
-// batchSession sets the batch transaction's timeouts, and its plan cache
-// mode: the batch's statements plan the same for any parameters, and a
-// custom plan per batch cost more than running the selection
-// (performance.md). One round trip: without parameters pgx sends it as
-// one simple query.
-func batchSession(t ExpireTimeouts) string {
-	return fmt.Sprintf(`SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL lock_timeout = %d; `+
-		`SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d`,
-		t.Lock.Milliseconds(), t.Statement.Milliseconds(), t.IdleInTransaction.Milliseconds())
+// batchSession is the batch transaction's first statement: its timeouts
+// (@lock_timeout, @statement_timeout, @idle_in_transaction_session_timeout,
+// in milliseconds; ExpireTimeouts.args) and its plan cache mode: the batch's
+// statements plan the same for any parameters, and a custom plan per batch
+// cost more than running the selection (performance.md). set_config's true
+// makes each a SET LOCAL, gone with the transaction.
+const batchSession = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+	set_config('lock_timeout', @lock_timeout, true),
+	set_config('statement_timeout', @statement_timeout, true),
+	set_config('idle_in_transaction_session_timeout', @idle_in_transaction_session_timeout, true)`
+
+// args are batchSession's parameters for t.
+func (t ExpireTimeouts) args() pgx.NamedArgs {
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+	return pgx.NamedArgs{"lock_timeout": ms(t.Lock), "statement_timeout": ms(t.Statement),
+		"idle_in_transaction_session_timeout": ms(t.IdleInTransaction)}
 }
 
 var _ app.ExpireBatchStorage = (*ExpireRepository)(nil)
@@ -81,15 +90,15 @@ func NewExpireRepository(db *gorm.DB, publisher *outbox.Publisher, publications 
 	if err != nil {
 		return nil, err
 	}
-	return &ExpireRepository{db: db, outbox: publisher, events: events, session: batchSession(DefaultExpireTimeouts), write: write}, nil
+	return &ExpireRepository{db: db, outbox: publisher, events: events, timeouts: DefaultExpireTimeouts.args(), write: write}, nil
 }
 
 // InBatch implements app.ExpireBatchStorage. A batch is five round trips:
-// BEGIN, SET LOCAL (timeouts, batchSession), one selection, one write
+// BEGIN, the batch's settings (batchSession), one selection, one write
 // (transitions, events, poison forgotten), COMMIT.
 func (r *ExpireRepository) InBatch(ctx context.Context, fn func(app.ExpireTx) error) error {
 	return postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
-		if _, err := tx.ExecContext(ctx, r.session); err != nil {
+		if _, err := tx.ExecContext(ctx, batchSession, r.timeouts); err != nil {
 			return fmt.Errorf("set the batch's timeouts: %w", err)
 		}
 		return fn(&expireTx{r: r, tx: tx})

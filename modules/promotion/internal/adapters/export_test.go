@@ -31,4 +31,4 @@ func LegacyEventID(purchaseID uuid.UUID, version int64) uuid.UUID {
 
 // SetTimeouts sets the batch's server-side timeouts, for a test that would
 // otherwise wait the defaults' seconds for one.
-func (r *ExpireRepository) SetTimeouts(t ExpireTimeouts) { r.session = batchSession(t) }
+func (r *ExpireRepository) SetTimeouts(t ExpireTimeouts) { r.timeouts = t.args() }

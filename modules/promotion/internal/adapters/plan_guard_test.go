@@ -81,8 +81,8 @@ func hotStatements(tb testing.TB, db *testbed.Database, pkgID uuid.UUID, asOf ti
 	purchases, err := NewPurchaseRepository(db.Gorm, publisher)
 	require.NoError(tb, err)
 	var out []hotStatement
-	// record runs fn and keeps the last statement it sent with parameters,
-	// the parameterless ones before it (SET LOCAL, set_config) as its setup.
+	// record runs fn and keeps the last statement it sent, the settings
+	// before it (SET LOCAL, set_config) as its setup.
 	record := func(name, index string, fn func(ctx context.Context) error) {
 		rec := &recordedStatement{}
 		ctx := postgres.WithStatementObserver(context.WithValue(context.Background(), recorderKey{}, rec), rec.record)
@@ -161,16 +161,16 @@ var errRolledBack = errors.New("rolled back")
 // recorderKey hands record's recorder to a statement run that records two.
 type recorderKey struct{}
 
-// recordedStatement keeps the last statement the code sent with
-// parameters, with the statements before it as its setup.
+// recordedStatement keeps the last statement the code sent, with the
+// settings it made before it (SET, set_config) as its setup.
 type recordedStatement struct {
 	last hotStatement
 }
 
 func (r *recordedStatement) record(query string, args []any) {
 	setup := r.last.Setup
-	if r.last.Query != "" && len(r.last.Args) == 0 {
-		setup = append(setup, r.last.Query)
+	if q := strings.TrimSpace(r.last.Query); strings.HasPrefix(q, "SET ") || strings.HasPrefix(q, "SELECT set_config(") {
+		setup = append(setup, testbed.Statement{Query: r.last.Query, Args: r.last.Args})
 	}
 	r.last = hotStatement{Statement: testbed.Statement{Setup: setup, Query: query, Args: args}}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -193,7 +194,8 @@ func (r *PurchaseRepository) List(ctx context.Context, q app.PurchaseListQuery) 
 // into the outbox. An error from update rolls back and is returned as is.
 func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, update func(*domain.Purchase) error) error {
 	return postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
-		if _, err := tx.ExecContext(ctx, "SET LOCAL lock_timeout = '"+lockTimeout+"'"); err != nil {
+		if _, err := tx.ExecContext(ctx, `SELECT set_config('lock_timeout', @lock_timeout, true)`,
+			pgx.NamedArgs{"lock_timeout": lockTimeout}); err != nil {
 			return fmt.Errorf("set lock timeout: %w", err)
 		}
 		var m purchaseModel
