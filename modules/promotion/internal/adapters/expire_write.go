@@ -77,11 +77,11 @@ func ownRefusal(err error) bool {
 // for its data (ownRefusal), or its event for its size, is the row's; the
 // outbox's insert refusing it is no row's fault, whatever its class.
 func (t *expireTx) WriteOne(ctx context.Context, ex app.Expiry) (bool, error) {
-	var stale []transition
+	var written bool
 	var own error // the row's own refusal
 	err := inSavepoint(ctx, t.tx, "expire_item", func() error {
 		var err error
-		if _, stale, err = writeTransitionSet(ctx, t.tx, []transition{t.transition(ex)}); err != nil || len(stale) > 0 {
+		if written, err = writeTransition(ctx, t.tx, t.transition(ex)); err != nil || !written {
 			if ownRefusal(err) {
 				own = err
 			}
@@ -95,7 +95,7 @@ func (t *expireTx) WriteOne(ctx context.Context, ex app.Expiry) (bool, error) {
 	})
 	switch {
 	case err == nil:
-		return len(stale) == 0, nil
+		return written, nil
 	case err == own:
 		refusal, _ := postgres.RefusalOf(own)
 		return false, &app.RowRefusal{Refusal: refusal.String(), Err: own}

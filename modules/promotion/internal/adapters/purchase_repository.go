@@ -238,11 +238,11 @@ func (r *PurchaseRepository) saveTransition(ctx context.Context, tx postgres.Tx,
 	if err != nil {
 		return err
 	}
-	_, unwritten, err := writeTransitionSet(ctx, tx, []transition{{purchase: p, previousVersion: previousVersion, event: ev}})
+	written, err := writeTransition(ctx, tx, transition{purchase: p, previousVersion: previousVersion, event: ev})
 	if err != nil {
 		return fmt.Errorf("update purchase %s: %w", p.ID(), err)
 	}
-	if len(unwritten) > 0 {
+	if !written {
 		return &apperror.Error{Kind: apperror.KindConflict, Slug: "purchase-version-conflict",
 			Detail: fmt.Sprintf("Purchase %s was changed concurrently; reload it and try again.", p.ID()),
 			Err:    ErrVersionConflict}

@@ -3,6 +3,7 @@ package adapters
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"time"
 
@@ -108,47 +109,21 @@ func transitionArgs(ts []transition) pgx.NamedArgs {
 	return args
 }
 
-// writeTransitionSet runs transitionQuery for ts and splits them into the
-// rows it updated (their indexes) and those it did not: their version had
-// moved on, or so the guard says (ErrVersionConflict).
-func writeTransitionSet(ctx context.Context, tx postgres.Tx, ts []transition) ([]int, []transition, error) {
-	updated, err := queryIDs(ctx, tx, transitionQuery, transitionArgs(ts))
+// writeTransition runs transitionQuery for t: false, having written
+// nothing, when its version guard filtered it out (its version had moved
+// on). A refusal of the statement may surface only once its row is read,
+// so the rows' error is the statement's.
+func writeTransition(ctx context.Context, tx postgres.Tx, t transition) (bool, error) {
+	rows, err := tx.QueryContext(ctx, transitionQuery, transitionArgs([]transition{t}))
 	if err != nil {
-		return nil, nil, fmt.Errorf("update purchases: %w", err)
+		return false, fmt.Errorf("update purchase: %w", err)
 	}
-	written, unwritten := splitWritten(ts, updated)
-	return written, unwritten, nil
-}
-
-// splitWritten tells the transitions written (updated holds their ids) from
-// those the version guard filtered out.
-func splitWritten(ts []transition, updated map[uuid.UUID]bool) (written []int, unwritten []transition) {
-	for i, t := range ts {
-		if updated[t.purchase.ID()] {
-			written = append(written, i)
-			continue
-		}
-		unwritten = append(unwritten, t)
+	defer func() { _ = rows.Close() }()
+	written := rows.Next()
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return false, fmt.Errorf("update purchase: %w", err)
 	}
-	return written, unwritten
-}
-
-// queryIDs runs a statement that returns ids and collects them.
-func queryIDs(ctx context.Context, tx postgres.Tx, query string, args pgx.NamedArgs) (map[uuid.UUID]bool, error) {
-	rows, err := tx.QueryContext(ctx, query, args)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	ids := make(map[uuid.UUID]bool)
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids[id] = true
-	}
-	return ids, rows.Close()
+	return written, nil
 }
 
 // nullUUIDText is the text form of a nullable uuid, nil for NULL.
