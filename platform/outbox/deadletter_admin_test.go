@@ -50,7 +50,7 @@ func TestReplayedDeadLetterReachesKafkaWithItsMessageID(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, replayed, 1)
 	require.Equal(t, outbox.ReplayedDeadLetter{ID: d.ID, Topic: topic, MessageID: original.UUID, NewOutboxOffset: replayed[0].NewOutboxOffset}, replayed[0])
-	require.Greater(t, replayed[0].NewOutboxOffset, d.OutboxOffset, "a new row at the end of the outbox")
+	require.Equal(t, d.OutboxOffset, replayed[0].NewOutboxOffset, "back at its own offset, before any record of its key that waited")
 	backlog, _, dead := b.stats(t)
 	require.EqualValues(t, 1, backlog, "back in the relay's queue")
 	require.EqualValues(t, 0, dead, "gone from the dead letters in the same transaction")
@@ -176,13 +176,15 @@ func TestConcurrentReplaysOfOneDeadLetterQueueItOnce(t *testing.T) {
 	require.EqualValues(t, 0, dead)
 }
 
-// insertDeadLetter writes a dead letter of topic as the relay does, and
-// returns its id.
+// insertDeadLetter writes a dead letter of topic as the relay does (of a
+// row whose offset the outbox's sequence gave, since deleted), and returns
+// its id.
 func insertDeadLetter(tb testing.TB, b testBundle, messageID, metadata string) int64 {
 	tb.Helper()
 	var id int64
 	require.NoError(tb, b.db.SQL.QueryRow(`INSERT INTO `+outbox.DeadLetterTable+`
 		(topic, message_id, outbox_offset, payload, metadata, error, attempts)
-		VALUES ($1, $2, 1, '{"seq":1}', $3, 'kafka: refused', 5) RETURNING id`, topic, messageID, metadata).Scan(&id))
+		VALUES ($1, $2, nextval(pg_get_serial_sequence($4, 'offset')), '{"seq":1}', $3, 'kafka: refused', 5) RETURNING id`,
+		topic, messageID, metadata, outbox.TableName(topic)).Scan(&id))
 	return id
 }
