@@ -1,14 +1,11 @@
 package outbox_test
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pinmarket/pin/platform/outbox"
@@ -26,7 +23,7 @@ func TestADeadLetterHoldsItsKeyUntilReplayedOrDiscarded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	brokers := testbed.NewKafka(t, topic)
-	setMaxMessageBytes(t, brokers, "2048")
+	testbed.SetMaxMessageBytes(t, brokers, topic, "2048")
 	reg := prometheus.NewRegistry()
 	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, reg)
 
@@ -57,7 +54,7 @@ func TestADeadLetterHoldsItsKeyUntilReplayedOrDiscarded(t *testing.T) {
 	require.Less(t, a.OutboxOffset, a.FirstWaiting[0].Offset)
 	require.EqualValues(t, 1, d.WaitingRecords)
 
-	setMaxMessageBytes(t, brokers, "1048588")
+	testbed.SetMaxMessageBytes(t, brokers, topic, "1048588")
 	_, err = outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{a.ID})
 	require.NoError(t, err)
 	c.until(t, 7)
@@ -66,19 +63,6 @@ func TestADeadLetterHoldsItsKeyUntilReplayedOrDiscarded(t *testing.T) {
 	c.until(t, 8)
 	require.Equal(t, map[string][]int{"a": {1, 2, 3, 4}, "b": {1, 2, 3}, "d": {2}}, seqsByKey(t, c.records))
 	waitFor(t, "nothing held", func() bool { return metricValue(t, reg, "pin_outbox_held_keys") == 0 })
-}
-
-// setMaxMessageBytes sets the topic's max.message.bytes on the broker.
-func setMaxMessageBytes(tb testing.TB, brokers []string, limit string) {
-	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	require.NoError(tb, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	altered, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, topic)
-	require.NoError(tb, err)
-	require.NoError(tb, altered[0].Err)
 }
 
 // seqsByKey is the sequence numbers of records (events or sized ones), per

@@ -127,7 +127,7 @@ func TestBrokerRefusalDeadLettersTheRecordNotItsBatchMates(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	brokers := testbed.NewKafka(t, topic)
-	setMaxMessageBytes(t, brokers, "2048")
+	testbed.SetMaxMessageBytes(t, brokers, topic, "2048")
 
 	partitionOf := func(key string) int32 {
 		p, err := kafka.NewPartitioner(topic).Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, testbed.KafkaPartitions)
