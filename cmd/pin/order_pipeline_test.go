@@ -113,8 +113,8 @@ func TestPurchasesStayInVersionOrderThroughRefusedActivations(t *testing.T) {
 
 			// What the producer made, less what the operator discarded, must
 			// be on the topic, each purchase's in version order.
-			rows, err := db.SQL.Query(`SELECT o.payload::text FROM outbox.pin_promotion_purchase_changed_v1 o
-				WHERE NOT EXISTS (SELECT FROM outbox.dead_letters d WHERE d.message_id = o.uuid) ORDER BY o."offset"`)
+			rows, err := db.SQL.Query(`SELECT DISTINCT ON (o.uuid) o.payload::text FROM outbox.pin_promotion_purchase_changed_v1 o
+				WHERE NOT EXISTS (SELECT FROM outbox.dead_letters d WHERE d.message_id = o.uuid) ORDER BY o.uuid, o."offset"`)
 			require.NoError(t, err)
 			var made []contract.Envelope
 			for rows.Next() {
