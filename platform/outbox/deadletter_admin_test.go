@@ -188,3 +188,31 @@ func insertDeadLetter(tb testing.TB, b testBundle, messageID, metadata string) i
 		topic, messageID, metadata, outbox.TableName(topic)).Scan(&id))
 	return id
 }
+
+// TestReplayOfADeadLetterWhoseOffsetIsAnothersTakesANewOne: a dead letter
+// from before the outbox of migration 00003 names an offset another
+// message now has. Its replay leaves that row alone and takes a new offset
+// at the end, as every replay did before a dead letter held its key.
+func TestReplayOfADeadLetterWhoseOffsetIsAnothersTakesANewOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.publish(t, event("other", 1))
+	var offset int64
+	require.NoError(t, b.db.SQL.QueryRow(`UPDATE `+outbox.TableName(topic)+` SET acked = true RETURNING "offset"`).Scan(&offset))
+	var id int64
+	require.NoError(t, b.db.SQL.QueryRow(`INSERT INTO `+outbox.DeadLetterTable+`
+		(topic, message_id, outbox_offset, payload, metadata, error, attempts)
+		VALUES ($1, 'legacy-1', $2, '{"seq":1}', '{"partition_key":"p-1"}', 'kafka: refused', 5) RETURNING id`, topic, offset).Scan(&id))
+
+	replayed, err := outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{id})
+	require.NoError(t, err)
+	require.Greater(t, replayed[0].NewOutboxOffset, offset, "a new row at the end")
+	var acked bool
+	var uuid string
+	require.NoError(t, b.db.SQL.QueryRow(`SELECT acked, uuid FROM `+outbox.TableName(topic)+` WHERE "offset" = $1`, offset).Scan(&acked, &uuid))
+	require.True(t, acked, "the other message's row is left as it was")
+	require.NotEqual(t, "legacy-1", uuid)
+	backlog, _, dead := b.stats(t)
+	require.EqualValues(t, 1, backlog)
+	require.Zero(t, dead)
+}
