@@ -25,7 +25,7 @@ VULNDB_MAX_AGE_DAYS  ?= 45
 VULN_STALE_DB        ?= warn
 # The version and commit a binary reports (pin version, pin_build_info): linked
 # here, so that GOFLAGS=-buildvcs=false cannot take them away (docs/releasing.md).
-VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION       ?= $(shell scripts/version.sh 2>/dev/null || echo dev)
 REVISION      ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILDINFO     := github.com/pinmarket/pin/platform/buildinfo
 GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X $(BUILDINFO).linkedVersion=$(VERSION) -X $(BUILDINFO).linkedRevision=$(REVISION)"
@@ -43,7 +43,7 @@ build: ## build bin/pin
 build-production: ## build bin/pin-production as the image does (-tags production: no pin dev, no test broker)
 	$(GO) build -tags production $(GOFLAGS_BUILD) -o $(BIN)-production ./cmd/pin
 
-image: ## build the container image pin:$(git describe), with that version inside
+image: ## build the container image pin:$(scripts/version.sh), with that version inside
 	docker build --build-arg VERSION="$(VERSION)" --build-arg REVISION="$(REVISION)" -t pin:"$(VERSION)" .
 
 dev: ## run the module on this machine: API, expiry job, outbox relay and an embedded Kafka-protocol broker
