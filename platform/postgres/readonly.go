@@ -31,7 +31,7 @@ func IsReadOnly(err error) bool {
 
 // ReadOnlyWatch names an outage in which the database refuses writes. It
 // counts every refusal in pin_database_read_only_refusals_total, logs the
-// first of an episode at ERROR and its end (the next write accepted) once,
+// first of an episode at ERROR and its end (a writable session) once,
 // whichever pool of the process saw them. One watch serves every pool of
 // a process (PoolConfig.ReadOnly).
 type ReadOnlyWatch struct {
@@ -77,7 +77,7 @@ func (w *ReadOnlyWatch) refused(err error) {
 		"error", err.Error())
 }
 
-// accepted ends an episode: the database took a write again.
+// accepted ends an episode: a writable session answered.
 func (w *ReadOnlyWatch) accepted() {
 	if !w.refusing.Load() {
 		return
@@ -125,10 +125,15 @@ func (w *ReadOnlyWatch) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.
 	return ctx
 }
 
-// TraceQueryEnd ends an episode at the first row written: only a writable
-// primary reports one.
-func (w *ReadOnlyWatch) TraceQueryEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
-	if data.Err == nil && w.refusing.Load() && (data.CommandTag.Insert() || data.CommandTag.Update() || data.CommandTag.Delete()) {
+// TraceQueryEnd ends an episode at the first statement that succeeds on
+// a writable session, as PostgreSQL 14+ reports it (ParameterStatus of
+// default_transaction_read_only and in_hot_standby): a writable primary is
+// reached again.
+func (w *ReadOnlyWatch) TraceQueryEnd(_ context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	if data.Err != nil || !w.refusing.Load() {
+		return
+	}
+	if c := conn.PgConn(); c.ParameterStatus("default_transaction_read_only") == "off" && c.ParameterStatus("in_hot_standby") != "on" {
 		w.accepted()
 	}
 }

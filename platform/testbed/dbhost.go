@@ -183,7 +183,7 @@ func withReadOnlyOption(startup []byte) []byte {
 	if binary.BigEndian.Uint32(startup[4:8])>>16 != 3 { // a cancel request
 		return startup
 	}
-	params := bytes.TrimSuffix(startup[8:], []byte{0})
+	params := bytes.TrimSuffix(startup[8:], []byte{0, 0})
 	fields := bytes.Split(params, []byte{0})
 	found := false
 	for i := 0; i+1 < len(fields); i += 2 {
@@ -261,7 +261,7 @@ func (s *proxiedSession) toClient() {
 			return
 		}
 		s.mu.Lock()
-		if s.swallow {
+		if s.swallow && msg[0] != 'S' { // ParameterStatus goes on: the client learns the session is read-only
 			s.swallow = msg[0] != 'Z'
 			s.mu.Unlock()
 			continue
