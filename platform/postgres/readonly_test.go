@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"sync/atomic"
@@ -126,4 +127,35 @@ func readyReason(t *testing.T, db *sql.DB) string {
 	var notReady *postgres.NotReadyError
 	require.True(t, errors.As(err, &notReady), "%v", err)
 	return notReady.Reason
+}
+
+// TestReadyIsNotReadyWhileTheDatabaseIsReadOnly: the test's database is
+// made read-only as a fenced primary is (default_transaction_read_only,
+// its sessions ended); a ping still answers, but Ready says
+// database_read_only until it takes writes again.
+func TestReadyIsNotReadyWhileTheDatabaseIsReadOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin, err := sql.Open("pgx", testbed.BaseURL())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close() })
+	setReadOnly := func(on bool) {
+		_, err := admin.ExecContext(t.Context(), fmt.Sprintf(`ALTER DATABASE %s SET default_transaction_read_only = %t`, b.db.Name, on))
+		require.NoError(t, err)
+		_, err = admin.ExecContext(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, b.db.Name)
+		require.NoError(t, err)
+	}
+	require.NoError(t, postgres.Ready(t.Context(), b.db.SQL))
+
+	setReadOnly(true)
+	testbed.Eventually(t, func() error {
+		if reason := readyReason(t, b.db.SQL); reason != postgres.ReasonReadOnly {
+			return fmt.Errorf("ready: %q", reason)
+		}
+		return nil
+	})
+	require.NoError(t, b.db.SQL.PingContext(t.Context()), "the server answers; it only refuses writes")
+
+	setReadOnly(false)
+	testbed.Eventually(t, func() error { return postgres.Ready(t.Context(), b.db.SQL) })
 }
