@@ -72,9 +72,10 @@ func (w *ReadOnlyWatch) refused(err error) {
 	}
 	w.refusing.Store(true)
 	w.since, w.count = time.Now(), 1
-	w.logger.Error("postgres: the database refuses writes: it is read-only (a standby, or a primary demoted or fenced); "+
-		"writes answer 503 and refused connections are dropped until a writable primary is reached (docs/runbooks/database-read-only.md)",
-		"error", err.Error())
+	// The cause is a standby, or a primary demoted or fenced; writes answer
+	// 503 and refused connections are dropped until a writable one is found.
+	w.logger.Error("postgres: the database refuses writes",
+		"error", err.Error(), "runbook", "docs/runbooks/database-read-only.md")
 }
 
 // accepted ends an episode: a writable session answered.
