@@ -249,7 +249,7 @@ func validateDatabaseURL(raw string) error {
 	if strings.Trim(path, "/") == "" {
 		return errors.New("must name a database (postgres://user@host:port/db)")
 	}
-	if manyHosts(pgCfg) && !strings.Contains(raw, "target_session_attrs=") {
+	if manyHosts(pgCfg) && pgCfg.ValidateConnect == nil && !strings.Contains(raw, "target_session_attrs=any") {
 		// Without it pgx takes the first host that answers, which after a
 		// failover is the old primary, now read-only (ADR 0021).
 		return errors.New("lists several hosts but no target_session_attrs: add target_session_attrs=read-write so that only a writable primary is used")
