@@ -128,8 +128,9 @@ func OpenPool(ctx context.Context, url string, cfg PoolConfig) (*gorm.DB, error)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse database URL: %w", err)
 	}
-	// A connection refused as read-only is dropped and counted (ADR 0021):
-	// its replacement goes through target_session_attrs to a writable host.
+	// A connection refused as read-only is counted and dropped before its
+	// next use (ADR 0021): its replacement goes through
+	// target_session_attrs to a writable host.
 	readOnly := cfg.ReadOnly
 	if readOnly == nil {
 		readOnly = NewReadOnlyWatch(cfg.Logger, nil)
@@ -143,7 +144,7 @@ func OpenPool(ctx context.Context, url string, cfg PoolConfig) (*gorm.DB, error)
 	connCfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelWait}
 	}
-	db, err := gorm.Open(gormpostgres.New(gormpostgres.Config{Conn: stdlib.OpenDB(*connCfg)}), &gorm.Config{
+	db, err := gorm.Open(gormpostgres.New(gormpostgres.Config{Conn: stdlib.OpenDB(*connCfg, stdlib.OptionResetSession(resetSession))}), &gorm.Config{
 		PrepareStmt:          false,
 		DisableAutomaticPing: true,
 		NowFunc:              func() time.Time { return time.Now().UTC() },

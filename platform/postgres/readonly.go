@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"log/slog"
 	"sync"
@@ -93,17 +94,33 @@ func (w *ReadOnlyWatch) accepted() {
 		"refused", w.count, "duration", time.Since(w.since).Round(time.Millisecond).String())
 }
 
-// onPgError is pgconn's OnPgError of a pool: a connection refused as
-// read-only is closed (false), so the pool makes a new one, which
-// target_session_attrs=read-write takes to a writable host.
+// refusedKey marks, in a connection's CustomData, that it met a read-only
+// server.
+const refusedKey = "pin.read_only"
+
+// onPgError is pgconn's OnPgError of a pool: it counts a refusal and marks
+// the connection for resetSession to drop. Closing it here instead would
+// turn the refusal into driver.ErrBadConn for the caller's next statement
+// in the same transaction (its rollback, a savepoint).
 func (w *ReadOnlyWatch) onPgError(next pgconn.PgErrorHandler) pgconn.PgErrorHandler {
 	return func(c *pgconn.PgConn, pgErr *pgconn.PgError) bool {
 		if pgErr.Code == sqlStateReadOnly {
 			w.refused(pgErr)
-			return false
+			c.CustomData()[refusedKey] = true
 		}
 		return next == nil || next(c, pgErr)
 	}
+}
+
+// resetSession is stdlib's ResetSession of a pool, run as database/sql
+// hands out a connection again: one refused as read-only is dropped, so
+// the pool makes a new one, which target_session_attrs=read-write takes to
+// a writable host.
+func resetSession(_ context.Context, conn *pgx.Conn) error {
+	if conn.PgConn().CustomData()[refusedKey] == true {
+		return driver.ErrBadConn
+	}
+	return nil
 }
 
 // validateConnect wraps a pool's ValidateConnect (target_session_attrs):
