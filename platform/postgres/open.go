@@ -247,10 +247,12 @@ func IsUnavailable(err error) bool {
 // IsTransient reports whether err means the database could not serve the
 // statement now, though the same statement may succeed later: the server is
 // unreachable or refuses connections, is shutting down or read-only
-// (IsReadOnly), or a lock or statement timeout ended the statement. A
-// caller answers 503 with Retry-After rather than 500.
+// (IsReadOnly), the connection broke (database/sql gives up with
+// driver.ErrBadConn when its retries all meet broken ones, as after a
+// failover), or a lock or statement timeout ended the statement. A caller
+// answers 503 with Retry-After rather than 500.
 func IsTransient(err error) bool {
-	if IsUnavailable(err) || IsReadOnly(err) {
+	if IsUnavailable(err) || IsReadOnly(err) || isConnectionFault(err) {
 		return true
 	}
 	var pgErr *pgconn.PgError
