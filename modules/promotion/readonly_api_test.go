@@ -2,7 +2,6 @@ package promotion_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -152,17 +151,7 @@ func TestReadOnlyPrimaryIs503LoggedOnceAndNotReady(t *testing.T) {
 func TestReadOnlyDatabaseUnderLoadOnTheDefaultURL(t *testing.T) {
 	t.Parallel()
 	rb := newReadOnlyBundle(t, nil)
-	admin, err := sql.Open("pgx", testbed.BaseURL())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = admin.Close() })
-	fence := func(on bool) {
-		_, err := admin.ExecContext(t.Context(), fmt.Sprintf(`ALTER DATABASE %s SET default_transaction_read_only = %t`, rb.db.Name, on))
-		require.NoError(t, err)
-		_, err = admin.ExecContext(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, rb.db.Name)
-		require.NoError(t, err)
-	}
-
-	fence(true)
+	rb.db.Fence(t, true)
 	readOnly := 0
 	for _, res := range rb.buyUnderLoad(t) {
 		if res.problem(t).Type == "https://pin.dev/problems/service-unavailable" {
@@ -184,6 +173,6 @@ func TestReadOnlyDatabaseUnderLoadOnTheDefaultURL(t *testing.T) {
 		return nil
 	})
 
-	fence(false)
+	rb.db.Fence(t, false)
 	rb.requireRecovers(t)
 }

@@ -135,18 +135,9 @@ func readyReason(t *testing.T, db *sql.DB) string {
 func TestReadyIsNotReadyWhileTheDatabaseIsReadOnly(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	admin, err := sql.Open("pgx", testbed.BaseURL())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = admin.Close() })
-	setReadOnly := func(on bool) {
-		_, err := admin.ExecContext(t.Context(), fmt.Sprintf(`ALTER DATABASE %s SET default_transaction_read_only = %t`, b.db.Name, on))
-		require.NoError(t, err)
-		_, err = admin.ExecContext(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, b.db.Name)
-		require.NoError(t, err)
-	}
 	require.NoError(t, postgres.Ready(t.Context(), b.db.SQL))
 
-	setReadOnly(true)
+	b.db.Fence(t, true)
 	testbed.Eventually(t, func() error {
 		if reason := readyReason(t, b.db.SQL); reason != postgres.ReasonReadOnly {
 			return fmt.Errorf("ready: %q", reason)
@@ -155,6 +146,6 @@ func TestReadyIsNotReadyWhileTheDatabaseIsReadOnly(t *testing.T) {
 	})
 	require.NoError(t, b.db.SQL.PingContext(t.Context()), "the server answers; it only refuses writes")
 
-	setReadOnly(false)
+	b.db.Fence(t, false)
 	testbed.Eventually(t, func() error { return postgres.Ready(t.Context(), b.db.SQL) })
 }

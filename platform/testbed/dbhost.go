@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // DatabaseHost stands for one host of a replicated PostgreSQL: a TCP proxy
@@ -283,4 +286,22 @@ func simpleQuery(sql string) []byte {
 	msg = append(msg, 0)
 	binary.BigEndian.PutUint32(msg[1:5], uint32(len(msg)-1))
 	return msg
+}
+
+// Fence makes d read-only (on) or writable again as an operator fences a
+// primary: default_transaction_read_only for its new sessions, and its
+// open ones ended. Only d is touched; the server is shared.
+func (d *Database) Fence(tb testing.TB, on bool) {
+	tb.Helper()
+	srv, err := getServer(tb.Context())
+	if err != nil {
+		tb.Fatalf("testbed: fence: %v", err)
+	}
+	name := pgx.Identifier{d.Name}.Sanitize()
+	if _, err := srv.admin.ExecContext(tb.Context(), fmt.Sprintf(`ALTER DATABASE %s SET default_transaction_read_only = %t`, name, on)); err != nil {
+		tb.Fatalf("testbed: fence %s: %v", d.Name, err)
+	}
+	if _, err := srv.admin.ExecContext(tb.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, d.Name); err != nil {
+		tb.Fatalf("testbed: fence %s: %v", d.Name, err)
+	}
 }
