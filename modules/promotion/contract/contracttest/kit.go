@@ -20,15 +20,6 @@ import (
 // partition does.
 type Handler func(ctx context.Context, r contract.Record) error
 
-// Effect is one side effect of the consumer: an invoice issued, a notice
-// sent, for the purchase, on an event of that status.
-type Effect struct {
-	// PurchaseID is the purchase the effect is about.
-	PurchaseID uuid.UUID
-	// Status is the status of the event the consumer acted on.
-	Status contract.Status
-}
-
 // Observation is what the consumer did so far, as its team reads it back
 // from its own store. The kit looks only at the purchases and targets of the
 // scenario it runs.
@@ -101,22 +92,23 @@ func Check(ctx context.Context, c Consumer, scenarios ...Scenario) []Failure {
 // run delivers the scenario's records and checks what the consumer did.
 func (s Scenario) run(ctx context.Context, c Consumer) []string {
 	var fails []string
-	for _, d := range s.deliveries {
-		err := c.Handle(ctx, d.record)
+	for _, r := range s.Records {
+		err := c.Handle(ctx, r.Record())
 		switch {
-		case d.refuse == nil && err != nil:
-			fails = append(fails, fmt.Sprintf("refused %s, which the contract admits: %v", d.what, err))
-		case d.refuse != nil && err == nil:
-			fails = append(fails, fmt.Sprintf("acknowledged %s: it must be refused (dead-lettered)", d.what))
-		case d.refuse != nil && !names(err, d.refuse):
+		case r.Refuse == nil && err != nil:
+			fails = append(fails, fmt.Sprintf("refused %s, which the contract admits: %v", r.What, err))
+		case r.Refuse != nil && err == nil:
+			fails = append(fails, fmt.Sprintf("acknowledged %s: it must be refused (dead-lettered)", r.What))
+		case r.Refuse != nil && !names(err, r.Refuse.Naming):
 			fails = append(fails, fmt.Sprintf("refused %s, but the error does not name the rule it broke (%s): %v",
-				d.what, strings.Join(d.refuse, " or "), err))
+				r.What, strings.Join(r.Refuse.Naming, " or "), err))
 		}
 	}
 	obs, err := c.Observe(ctx)
 	if err != nil {
 		return append(fails, fmt.Sprintf("observe: %v", err))
 	}
+	fails = append(fails, JudgeEffects(s, obs.Effects, func(st contract.Status) bool { return slices.Contains(c.EffectOn, st) })...)
 	return append(fails, s.expect().verify(c, obs)...)
 }
 

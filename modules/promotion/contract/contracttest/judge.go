@@ -1,0 +1,120 @@
+package contracttest
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/pinmarket/pin/modules/promotion/contract"
+)
+
+// Effect is one side effect of the consumer — an invoice issued, a notice
+// sent, a refund — for the purchase, on its event of that status and
+// version. `pin contract verify` reads it as one JSON line:
+// {"purchaseId":"…","status":"Active","version":1}, "kind":"reversal" for a
+// refund.
+type Effect struct {
+	// PurchaseID is the purchase the effect is about.
+	PurchaseID uuid.UUID `json:"purchaseId"`
+	// Status is the status of the event the consumer acted on.
+	Status contract.Status `json:"status"`
+	// Version is the version of the event the consumer acted on.
+	Version int64 `json:"version"`
+	// Kind is empty for an effect that stands on its own, KindReversal for
+	// one that undoes the purchase's earlier effect (a refund of its
+	// invoice).
+	Kind string `json:"kind,omitempty"`
+}
+
+// KindReversal marks an effect that undoes an earlier effect of its
+// purchase: it must come after that effect, never before.
+const KindReversal = "reversal"
+
+// String names e in a failure: {purchase 6f…, Active, v1}.
+func (e Effect) String() string { return e.describe("purchase " + e.PurchaseID.String()) }
+
+func (e Effect) describe(label string) string {
+	s := fmt.Sprintf("{%s, %s, v%d}", label, e.Status, e.Version)
+	if e.Kind != "" {
+		s = e.Kind + " " + s
+	}
+	return s
+}
+
+// JudgeEffects checks the effects a consumer made, in the order it made
+// them, against what s allows, and returns the promises broken (none for a
+// consumer that keeps the contract). Effects of other purchases are
+// ignored. actsOn says which statuses the consumer acts on: an allowed
+// effect that is Due must then have happened. The rules: each allowed
+// effect at most once, matched by purchase, status and version; no effect
+// the scenario does not allow (a refused record's, a forged version's); no
+// effect of a purchase after one of a higher version; a reversal only after
+// an effect of its purchase it can undo.
+func JudgeEffects(s Scenario, effects []Effect, actsOn func(contract.Status) bool) []string {
+	type key struct {
+		id      uuid.UUID
+		status  contract.Status
+		version int64
+	}
+	mine := map[uuid.UUID]bool{}
+	for _, p := range s.Purchases {
+		mine[p.ID] = true
+	}
+	allowed := map[key]bool{}
+	for _, e := range s.Effects {
+		allowed[key{e.PurchaseID, e.Status, e.Version}] = true
+	}
+	var fails []string
+	fail := func(format string, args ...any) { fails = append(fails, fmt.Sprintf(format, args...)) }
+	name := func(e Effect) string {
+		label := s.label(e.PurchaseID)
+		if !strings.HasSuffix(label, e.PurchaseID.String()) {
+			label += " " + e.PurchaseID.String()
+		}
+		return e.describe(label)
+	}
+
+	counts := map[key]int{}
+	last := map[uuid.UUID]int64{}
+	undoable := map[uuid.UUID]int{} // effects of the purchase not reversed yet
+	for _, e := range effects {
+		if !mine[e.PurchaseID] {
+			continue
+		}
+		k := key{e.PurchaseID, e.Status, e.Version}
+		switch {
+		case e.Kind != "" && e.Kind != KindReversal:
+			fail("effect %s has kind %q (want none, or %q)", name(e), e.Kind, KindReversal)
+			continue
+		case !allowed[k]:
+			fail("effect %s performed, but no record the consumer had to acknowledge carries that status at that version (want none)", name(e))
+			continue
+		}
+		counts[k]++
+		if e.Version < last[e.PurchaseID] {
+			fail("effect %s performed after one of version %d: it went backwards", name(e), last[e.PurchaseID])
+		}
+		last[e.PurchaseID] = max(last[e.PurchaseID], e.Version)
+		if e.Kind == KindReversal {
+			if undoable[e.PurchaseID] == 0 {
+				fail("effect %s performed before any effect of the purchase it could undo", name(e))
+				continue
+			}
+			undoable[e.PurchaseID]--
+		} else {
+			undoable[e.PurchaseID]++
+		}
+	}
+	for _, x := range s.Effects {
+		k := key{x.PurchaseID, x.Status, x.Version}
+		e := Effect{PurchaseID: x.PurchaseID, Status: x.Status, Version: x.Version}
+		switch n := counts[k]; {
+		case n > 1:
+			fail("effect %s performed %d times (want once)", name(e), n)
+		case n == 0 && x.Due && actsOn(x.Status):
+			fail("effect %s never performed (want once)", name(e))
+		}
+	}
+	return fails
+}
