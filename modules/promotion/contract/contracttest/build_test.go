@@ -138,7 +138,9 @@ func (b *builder) project() contract.Target {
 func (b *builder) post() contract.Target {
 	return contract.Target{TargetKind: contract.TargetPost, TargetID: b.id()}
 }
-func (b *builder) banner() contract.Target { return contract.Target{TargetKind: "Banner", TargetID: b.id()} }
+func (b *builder) banner() contract.Target {
+	return contract.Target{TargetKind: "Banner", TargetID: b.id()}
+}
 
 // event is p's event of status at version, under a new messageId.
 func (p *purchase) event(status contract.Status, version int64) contract.Envelope {
