@@ -65,8 +65,9 @@ func JudgeEffects(s Scenario, effects []Effect, actsOn func(contract.Status) boo
 	for _, e := range s.Effects {
 		allowed[key{e.PurchaseID, e.Status, e.Version}] = true
 	}
-	var fails []string
-	fail := func(format string, args ...any) { fails = append(fails, fmt.Sprintf(format, args...)) }
+	// What no record allows first, then how often, then in what order: a
+	// redelivery acted on twice also goes backwards, and its count says why.
+	var wrong, counted, order []string
 	name := func(e Effect) string {
 		label := s.label(e.PurchaseID)
 		if !strings.HasSuffix(label, e.PurchaseID.String()) {
@@ -85,20 +86,20 @@ func JudgeEffects(s Scenario, effects []Effect, actsOn func(contract.Status) boo
 		k := key{e.PurchaseID, e.Status, e.Version}
 		switch {
 		case e.Kind != "" && e.Kind != KindReversal:
-			fail("effect %s has kind %q (want none, or %q)", name(e), e.Kind, KindReversal)
+			wrong = append(wrong, fmt.Sprintf("effect %s has kind %q (want none, or %q)", name(e), e.Kind, KindReversal))
 			continue
 		case !allowed[k]:
-			fail("effect %s performed, but no record the consumer had to acknowledge carries that status at that version (want none)", name(e))
+			wrong = append(wrong, fmt.Sprintf("effect %s performed, but no record the consumer had to acknowledge carries that status at that version (want none)", name(e)))
 			continue
 		}
 		counts[k]++
 		if e.Version < last[e.PurchaseID] {
-			fail("effect %s performed after one of version %d: it went backwards", name(e), last[e.PurchaseID])
+			order = append(order, fmt.Sprintf("effect %s performed after one of version %d: it went backwards", name(e), last[e.PurchaseID]))
 		}
 		last[e.PurchaseID] = max(last[e.PurchaseID], e.Version)
 		if e.Kind == KindReversal {
 			if undoable[e.PurchaseID] == 0 {
-				fail("effect %s performed before any effect of the purchase it could undo", name(e))
+				order = append(order, fmt.Sprintf("effect %s performed before any effect of the purchase it could undo", name(e)))
 				continue
 			}
 			undoable[e.PurchaseID]--
@@ -111,10 +112,11 @@ func JudgeEffects(s Scenario, effects []Effect, actsOn func(contract.Status) boo
 		e := Effect{PurchaseID: x.PurchaseID, Status: x.Status, Version: x.Version}
 		switch n := counts[k]; {
 		case n > 1:
-			fail("effect %s performed %d times (want once)", name(e), n)
+			counted = append(counted, fmt.Sprintf("effect %s performed %d times (want once)", name(e), n))
 		case n == 0 && x.Due && actsOn(x.Status):
-			fail("effect %s never performed (want once)", name(e))
+			counted = append(counted, fmt.Sprintf("effect %s never performed (want once)", name(e)))
 		}
 	}
-	return fails
+	fails := append(wrong, counted...)
+	return append(fails, order...)
 }
