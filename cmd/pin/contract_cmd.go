@@ -25,7 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
-	"github.com/pinmarket/pin/modules/promotion/contract/contracttest"
+	"github.com/pinmarket/pin/modules/promotion/contract/scenarios"
 )
 
 // The environment `pin contract verify` starts the consumer with
@@ -53,7 +53,7 @@ func contractCommand(ctx context.Context, args, environ []string, stdout, stderr
 	effectsCmd := fs.String("effects", "", `prints the consumer's side effects so far, one JSON object a line: {"purchaseId":"…","status":"Active","version":1} ("kind":"reversal" for a refund)`)
 	brokers := fs.String("brokers", "", "a Kafka cluster to use (HOST:PORT[,HOST:PORT…]) instead of the embedded broker")
 	var names stringList
-	fs.Var(&names, "scenario", "run only this scenario (repeatable): "+strings.Join(contracttest.Names(), ", "))
+	fs.Var(&names, "scenario", "run only this scenario (repeatable): "+strings.Join(scenarios.Names(), ", "))
 	crash := fs.Bool("crash", false, "also SIGKILL the consumer at its offset commits (before and after one is applied) and start it again")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long a scenario may take the consumer to commit past its records, and the effects command to answer")
 	if err := parseFlags(fs, synopsis, args[1:], stdout); err != nil {
@@ -67,16 +67,16 @@ func contractCommand(ctx context.Context, args, environ []string, stdout, stderr
 	case *timeout <= 0:
 		return usageError{fmt.Sprintf("contract verify: --timeout %s must be above 0", *timeout)}
 	}
-	var scenarios []contracttest.Scenario
+	var chosen []scenarios.Scenario
 	for _, name := range names {
-		s, ok := contracttest.Named(name)
+		s, ok := scenarios.Named(name)
 		if !ok {
-			return fmt.Errorf("contract verify: no scenario %q (the scenarios: %s)", name, strings.Join(contracttest.Names(), ", "))
+			return fmt.Errorf("contract verify: no scenario %q (the scenarios: %s)", name, strings.Join(scenarios.Names(), ", "))
 		}
-		scenarios = append(scenarios, s)
+		chosen = append(chosen, s)
 	}
-	if len(scenarios) == 0 {
-		scenarios = contracttest.Scenarios()
+	if len(chosen) == 0 {
+		chosen = scenarios.All()
 	}
 
 	broker := &verifyBroker{close: func() {}}
@@ -96,7 +96,7 @@ func contractCommand(ctx context.Context, args, environ []string, stdout, stderr
 	}
 	v.env = append(slices.Clone(environ), envContractBrokers+"="+strings.Join(broker.addrs, ","),
 		envContractTopic+"="+contract.Topic, envContractGroup+"="+v.group)
-	return v.run(ctx, scenarios)
+	return v.run(ctx, chosen)
 }
 
 // verifyBroker is the Kafka-protocol broker a verify run talks to.
@@ -151,7 +151,7 @@ type killedAt struct {
 // scenario produces its records, waits until the group committed past
 // them (restarting the consumer wherever --crash killed it), reads the
 // effects and judges them; one PASS or FAIL line each.
-func (v *verifier) run(ctx context.Context, scenarios []contracttest.Scenario) error {
+func (v *verifier) run(ctx context.Context, chosen []scenarios.Scenario) error {
 	client, err := kgo.NewClient(kgo.SeedBrokers(v.broker.addrs...), kgo.DefaultProduceTopic(contract.Topic),
 		kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<20))
 	if err != nil {
@@ -172,8 +172,8 @@ func (v *verifier) run(ctx context.Context, scenarios []contracttest.Scenario) e
 	defer func() { v.current().stop() }()
 
 	failed := 0
-	var mine []contracttest.Scenario // the run's scenarios so far: whose effects say what the consumer acts on
-	for _, s := range scenarios {
+	var mine []scenarios.Scenario // the run's scenarios so far: whose effects say what the consumer acts on
+	for _, s := range chosen {
 		mine = append(mine, s)
 		fails := v.scenario(ctx, s, mine)
 		if ctx.Err() != nil {
@@ -187,13 +187,13 @@ func (v *verifier) run(ctx context.Context, scenarios []contracttest.Scenario) e
 		fmt.Fprintf(v.stdout, "FAIL %s: %s\n", s.Name, strings.Join(fails, "; "))
 	}
 	if failed > 0 {
-		return fmt.Errorf("%w: %d of %d", errScenariosFailed, failed, len(scenarios))
+		return fmt.Errorf("%w: %d of %d", errScenariosFailed, failed, len(chosen))
 	}
 	return nil
 }
 
 // scenario runs one scenario and returns what broke.
-func (v *verifier) scenario(ctx context.Context, s contracttest.Scenario, mine []contracttest.Scenario) []string {
+func (v *verifier) scenario(ctx context.Context, s scenarios.Scenario, mine []scenarios.Scenario) []string {
 	if v.current().gone() {
 		if err := v.startConsumer(); err != nil {
 			return []string{err.Error()}
@@ -237,7 +237,7 @@ func (v *verifier) scenario(ctx context.Context, s contracttest.Scenario, mine [
 // judge holds the effects against s. Which statuses the consumer acts on is
 // read from its effects for every purchase of the run so far: a status it
 // acted on once, it must act on whenever the contract says it happened.
-func judge(s contracttest.Scenario, mine []contracttest.Scenario, effects []contracttest.Effect) []string {
+func judge(s scenarios.Scenario, mine []scenarios.Scenario, effects []scenarios.Effect) []string {
 	ours := map[uuid.UUID]bool{}
 	for _, m := range mine {
 		for _, p := range m.Purchases {
@@ -250,8 +250,8 @@ func judge(s contracttest.Scenario, mine []contracttest.Scenario, effects []cont
 			actsOn[e.Status] = true
 		}
 	}
-	fails := contracttest.JudgeEffects(s, effects, func(st contract.Status) bool { return actsOn[st] })
-	if len(actsOn) == 0 && slices.ContainsFunc(s.Effects, func(e contracttest.ExpectedEffect) bool { return e.Due }) {
+	fails := scenarios.Judge(s, effects, func(st contract.Status) bool { return actsOn[st] })
+	if len(actsOn) == 0 && slices.ContainsFunc(s.Effects, func(e scenarios.ExpectedEffect) bool { return e.Due }) {
 		fails = append(fails, "the effects command printed no effect of any purchase of this run (want one line per effect the consumer made)")
 	}
 	return fails
@@ -327,7 +327,7 @@ func (v *verifier) waitCommittedPast(ctx context.Context, past map[int32]int64) 
 }
 
 // readEffects runs the effects command and parses its lines.
-func (v *verifier) readEffects(ctx context.Context) ([]contracttest.Effect, error) {
+func (v *verifier) readEffects(ctx context.Context) ([]scenarios.Effect, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", v.effectsCmd)
@@ -337,7 +337,7 @@ func (v *verifier) readEffects(ctx context.Context) ([]contracttest.Effect, erro
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("the effects command failed: %v", err)
 	}
-	var effects []contracttest.Effect
+	var effects []scenarios.Effect
 	lines := bufio.NewScanner(&out)
 	lines.Buffer(nil, 1<<20)
 	for n := 1; lines.Scan(); n++ {
@@ -345,7 +345,7 @@ func (v *verifier) readEffects(ctx context.Context) ([]contracttest.Effect, erro
 		if line == "" {
 			continue
 		}
-		var e contracttest.Effect
+		var e scenarios.Effect
 		if err := json.Unmarshal([]byte(line), &e); err != nil || e.PurchaseID == uuid.Nil || e.Status == "" || e.Version == 0 {
 			return nil, fmt.Errorf(`the effects command's line %d is not an effect {"purchaseId":"…","status":"…","version":N}: %.200q`, n, line)
 		}

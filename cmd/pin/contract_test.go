@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/contract/contracttest"
+	"github.com/pinmarket/pin/modules/promotion/contract/scenarios"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -42,7 +42,7 @@ func verify(t *testing.T, mode string, args ...string) (stdout, stderr string, c
 // passLines are the PASS lines of every scenario run by default.
 func passLines() string {
 	var lines []string
-	for _, s := range contracttest.Scenarios() {
+	for _, s := range scenarios.All() {
 		lines = append(lines, "PASS "+s.Name+"\n")
 	}
 	return strings.Join(lines, "")
@@ -65,7 +65,7 @@ func TestContractVerifyCrashPassesAConsumerThatWritesThenCommitsDurably(t *testi
 	stdout, stderr, code := verify(t, "", "--crash")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, passLines(), stdout)
-	n := len(contracttest.Scenarios())
+	n := len(scenarios.All())
 	require.Equal(t, n, strings.Count(stderr, "killed the consumer (SIGKILL) before its offset commit was applied"), stderr)
 	require.Equal(t, n, strings.Count(stderr, "killed the consumer (SIGKILL) right after its offset commit was applied"), stderr)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/contract/scenarios"
 )
 
 // Handler is the consumer under test as its Kafka client calls it: one
@@ -82,7 +83,7 @@ func Run(t *testing.T, c Consumer) {
 func Check(ctx context.Context, c Consumer, scenarios ...Scenario) []Failure {
 	var out []Failure
 	for _, s := range scenarios {
-		for _, msg := range s.run(ctx, c) {
+		for _, msg := range run(ctx, s, c) {
 			out = append(out, Failure{Scenario: s.Name, Message: msg})
 		}
 	}
@@ -90,7 +91,7 @@ func Check(ctx context.Context, c Consumer, scenarios ...Scenario) []Failure {
 }
 
 // run delivers the scenario's records and checks what the consumer did.
-func (s Scenario) run(ctx context.Context, c Consumer) []string {
+func run(ctx context.Context, s Scenario, c Consumer) []string {
 	var fails []string
 	for _, r := range s.Records {
 		err := c.Handle(ctx, r.Record())
@@ -108,8 +109,8 @@ func (s Scenario) run(ctx context.Context, c Consumer) []string {
 	if err != nil {
 		return append(fails, fmt.Sprintf("observe: %v", err))
 	}
-	fails = append(fails, JudgeEffects(s, obs.Effects, func(st contract.Status) bool { return slices.Contains(c.EffectOn, st) })...)
-	return append(fails, s.expect().verify(c, obs)...)
+	fails = append(fails, scenarios.Judge(s, obs.Effects, func(st contract.Status) bool { return slices.Contains(c.EffectOn, st) })...)
+	return append(fails, expect(s).verify(c, obs)...)
 }
 
 // names reports whether err names one of the rules (none: any error does).

@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/contract/scenarios"
 )
 
 // expectation is what the contract promises after a scenario's records.
@@ -21,24 +21,17 @@ type expectation struct {
 	targets   []contract.Target // every target any record named
 }
 
-// history is what a consumer had to apply of one purchase.
+// history is what a projection had to apply of one purchase.
 type history struct {
 	label string
 	id    uuid.UUID
-	// versions are the statuses of the events it had to acknowledge, with
-	// their versions (one status per transition of a purchase).
-	versions map[contract.Status]int64
-	// due are the transitions delivered, as such, before any later one of
-	// the purchase: their side effect must happen. A transition seen first
-	// after a later one, or only in a snapshot, may act once or not at all.
-	due map[contract.Status]bool
 	// latest is the payload of the highest version it had to apply; nil
 	// when none.
 	latest *contract.PurchaseChanged
 }
 
-// expect works out the promises from the records.
-func (s Scenario) expect() expectation {
+// expect works out what a projection must hold after the records.
+func expect(s Scenario) expectation {
 	x := expectation{byID: map[uuid.UUID]*history{}}
 	seenTarget := map[contract.Target]bool{}
 	for _, r := range s.Records {
@@ -60,7 +53,7 @@ func (s Scenario) expect() expectation {
 		id := r.Event.PurchaseID
 		h := x.byID[id]
 		if h == nil {
-			h = &history{label: s.label(id), id: id, versions: map[contract.Status]int64{}, due: map[contract.Status]bool{}}
+			h = &history{label: s.Label(id), id: id}
 			x.byID[id] = h
 			x.purchases = append(x.purchases, h)
 		}
@@ -71,10 +64,7 @@ func (s Scenario) expect() expectation {
 		if err != nil {
 			panic(fmt.Sprintf("contracttest: scenario %s: %s: %v", s.Name, r.What, err)) // an admitted record decodes
 		}
-		p := e.Payload
-		h.versions[p.Status] = p.Version
-		if h.latest == nil || p.Version > h.latest.Version {
-			h.due[p.Status] = !r.Snapshot
+		if p := e.Payload; h.latest == nil || p.Version > h.latest.Version {
 			h.latest = &p
 		}
 	}
@@ -83,20 +73,6 @@ func (s Scenario) expect() expectation {
 
 // quiet takes the warnings of decoding a scenario's own records.
 var quiet = slog.New(slog.DiscardHandler)
-
-// effects lists the side effects x allows, purchase by purchase, by
-// version: the Effects of a scenario's data.
-func (x expectation) effects() []ExpectedEffect {
-	var out []ExpectedEffect
-	for _, h := range x.purchases {
-		statuses := slices.Collect(maps.Keys(h.versions))
-		slices.SortFunc(statuses, func(a, b contract.Status) int { return cmp.Compare(h.versions[a], h.versions[b]) })
-		for _, st := range statuses {
-			out = append(out, ExpectedEffect{EventRef: EventRef{PurchaseID: h.id, Status: st, Version: h.versions[st]}, Due: h.due[st]})
-		}
-	}
-	return out
-}
 
 // verify checks what a projection holds against the promises (its effects
 // are JudgeEffects'): each purchase as its latest event says, each boost
@@ -166,28 +142,28 @@ func (x expectation) verify(c Consumer, obs Observation) []string {
 // consumer from the topic itself, so c.Handle is not called. It returns
 // the promises broken, under the scenario name "pipeline".
 func CheckDelivered(ctx context.Context, c Consumer, made []contract.Envelope) []Failure {
-	s := Scenario{Name: "pipeline"}
+	s := scenarios.Scenario{Name: "pipeline"}
 	known := map[uuid.UUID]bool{}
 	for _, e := range made {
 		if !known[e.Payload.PurchaseID] {
 			known[e.Payload.PurchaseID] = true
-			s.Purchases = append(s.Purchases, Purchase{ID: e.Payload.PurchaseID})
+			s.Purchases = append(s.Purchases, scenarios.Purchase{ID: e.Payload.PurchaseID})
 		}
 		value, err := contract.Marshal(e)
 		if err != nil {
 			return []Failure{{Scenario: s.Name, Message: fmt.Sprintf("encode a transition made: %v", err)}}
 		}
-		s.Records = append(s.Records, ScenarioRecord{Key: e.AggregateID.String(), Value: string(value),
-			Event: &EventRef{PurchaseID: e.Payload.PurchaseID, Status: e.Payload.Status, Version: e.Payload.Version}})
+		s.Records = append(s.Records, scenarios.ScenarioRecord{Key: e.AggregateID.String(), Value: string(value),
+			Event: &scenarios.EventRef{PurchaseID: e.Payload.PurchaseID, Status: e.Payload.Status, Version: e.Payload.Version}})
 	}
-	slices.SortStableFunc(s.Records, func(a, b ScenarioRecord) int { return cmp.Compare(a.Event.Version, b.Event.Version) })
-	x := s.expect()
-	s.Effects = x.effects()
+	slices.SortStableFunc(s.Records, func(a, b scenarios.ScenarioRecord) int { return cmp.Compare(a.Event.Version, b.Event.Version) })
+	s.Effects = scenarios.AllowedEffects(s.Records)
+	x := expect(s)
 	obs, err := c.Observe(ctx)
 	if err != nil {
 		return []Failure{{Scenario: s.Name, Message: fmt.Sprintf("observe: %v", err)}}
 	}
-	fails := JudgeEffects(s, obs.Effects, func(st contract.Status) bool { return slices.Contains(c.EffectOn, st) })
+	fails := scenarios.Judge(s, obs.Effects, func(st contract.Status) bool { return slices.Contains(c.EffectOn, st) })
 	var out []Failure
 	for _, msg := range append(fails, x.verify(c, obs)...) {
 		out = append(out, Failure{Scenario: s.Name, Message: msg})

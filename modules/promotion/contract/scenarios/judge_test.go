@@ -1,4 +1,4 @@
-package contracttest_test
+package scenarios_test
 
 import (
 	"slices"
@@ -8,18 +8,26 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
-	"github.com/pinmarket/pin/modules/promotion/contract/contracttest"
+	"github.com/pinmarket/pin/modules/promotion/contract/scenarios"
 )
 
 func actsOnAll(contract.Status) bool { return true }
 
+// named is the scenario of that name, with fresh ids.
+func named(t *testing.T, name string) scenarios.Scenario {
+	t.Helper()
+	s, ok := scenarios.Named(name)
+	require.True(t, ok, name)
+	return s
+}
+
 // effectsOf are the effects a consumer acting on every transition makes,
 // once each, in order.
-func effectsOf(s contracttest.Scenario) []contracttest.Effect {
-	var out []contracttest.Effect
+func effectsOf(s scenarios.Scenario) []scenarios.Effect {
+	var out []scenarios.Effect
 	for _, e := range s.Effects {
 		if e.Due {
-			out = append(out, contracttest.Effect{PurchaseID: e.PurchaseID, Status: e.Status, Version: e.Version})
+			out = append(out, scenarios.Effect{PurchaseID: e.PurchaseID, Status: e.Status, Version: e.Version})
 		}
 	}
 	return out
@@ -30,11 +38,11 @@ func effectsOf(s contracttest.Scenario) []contracttest.Effect {
 // missing, and the forged one is named.
 func TestJudgeMatchesEffectsByVersion(t *testing.T) {
 	t.Parallel()
-	s := contracttest.Duplicates()
-	require.Empty(t, contracttest.JudgeEffects(s, effectsOf(s), actsOnAll))
+	s := named(t, "duplicates")
+	require.Empty(t, scenarios.Judge(s, effectsOf(s), actsOnAll))
 	effects := effectsOf(s)
 	effects[1].Version = 999
-	got := contracttest.JudgeEffects(s, effects, actsOnAll)
+	got := scenarios.Judge(s, effects, actsOnAll)
 	require.Len(t, got, 2, "%q", got)
 	require.Contains(t, got[0], ", Cancelled, v999} performed, but no record the consumer had to acknowledge carries that status at that version (want none)")
 	require.Contains(t, got[1], ", Cancelled, v2} never performed (want once)")
@@ -45,26 +53,26 @@ func TestJudgeMatchesEffectsByVersion(t *testing.T) {
 // refund of one charge does not; a kind other than reversal is named.
 func TestJudgeHoldsAReversalBehindWhatItReverses(t *testing.T) {
 	t.Parallel()
-	s := contracttest.Duplicates()
+	s := named(t, "duplicates")
 	s.Effects = s.Effects[:2] // purchase A alone
 	charge := effectsOf(s)[0]
 	refund := effectsOf(s)[1]
-	refund.Kind = contracttest.KindReversal
+	refund.Kind = scenarios.KindReversal
 	billing := func(st contract.Status) bool { return st == contract.StatusActive || st == contract.StatusCancelled }
 
-	require.Empty(t, contracttest.JudgeEffects(s, []contracttest.Effect{charge, refund}, billing))
-	got := contracttest.JudgeEffects(s, []contracttest.Effect{refund, charge}, billing)
+	require.Empty(t, scenarios.Judge(s, []scenarios.Effect{charge, refund}, billing))
+	got := scenarios.Judge(s, []scenarios.Effect{refund, charge}, billing)
 	require.Len(t, got, 2, "%q", got)
 	require.Regexp(t, `^effect reversal \{purchase A [0-9a-f-]{36}, Cancelled, v2\} performed before any effect of the purchase it could undo$`, got[0])
 	require.Contains(t, got[1], ", Active, v1} performed after one of version 2: it went backwards")
 
-	twice := contracttest.JudgeEffects(s, []contracttest.Effect{charge, refund, refund}, billing)
+	twice := scenarios.Judge(s, []scenarios.Effect{charge, refund, refund}, billing)
 	require.Contains(t, strings.Join(twice, "\n"), "performed before any effect of the purchase it could undo")
 	require.Contains(t, strings.Join(twice, "\n"), "Cancelled, v2} performed 2 times (want once)")
 
 	odd := refund
 	odd.Kind = "refund"
-	require.Contains(t, contracttest.JudgeEffects(s, []contracttest.Effect{charge, odd}, billing)[0], `has kind "refund" (want none, or "reversal")`)
+	require.Contains(t, scenarios.Judge(s, []scenarios.Effect{charge, odd}, billing)[0], `has kind "refund" (want none, or "reversal")`)
 }
 
 // TestJudgeAsksForDueEffectsOfTheStatusesTheConsumerActsOn: billing is
@@ -72,19 +80,19 @@ func TestJudgeHoldsAReversalBehindWhatItReverses(t *testing.T) {
 // not.
 func TestJudgeAsksForDueEffectsOfTheStatusesTheConsumerActsOn(t *testing.T) {
 	t.Parallel()
-	s := contracttest.SnapshotRedeliveries()
+	s := named(t, "snapshot-redeliveries")
 	active := func(st contract.Status) bool { return st == contract.StatusActive }
-	var invoices []contracttest.Effect
+	var invoices []scenarios.Effect
 	for _, e := range effectsOf(s) {
 		if e.Status == contract.StatusActive {
 			invoices = append(invoices, e)
 		}
 	}
-	require.Empty(t, contracttest.JudgeEffects(s, invoices, active))
-	got := contracttest.JudgeEffects(s, invoices[1:], active)
+	require.Empty(t, scenarios.Judge(s, invoices, active))
+	got := scenarios.Judge(s, invoices[1:], active)
 	require.Len(t, got, 1)
 	require.Contains(t, got[0], "{purchase A ")
-	i := slices.IndexFunc(s.Effects, func(e contracttest.ExpectedEffect) bool { return !e.Due })
+	i := slices.IndexFunc(s.Effects, func(e scenarios.ExpectedEffect) bool { return !e.Due })
 	require.GreaterOrEqual(t, i, 0, "the purchase known only from a snapshot")
 }
 
@@ -93,11 +101,11 @@ func TestJudgeAsksForDueEffectsOfTheStatusesTheConsumerActsOn(t *testing.T) {
 // a hostile record stays nil.
 func TestScenariosAreFreshEachTime(t *testing.T) {
 	t.Parallel()
-	a, b := contracttest.HostileRecords(), contracttest.HostileRecords()
+	a, b := named(t, "hostile-records"), named(t, "hostile-records")
 	require.NotEqual(t, a.Purchases[0].ID, b.Purchases[0].ID)
 	require.Equal(t, a.Purchases[0].ID.String(), a.Records[0].Key)
 	require.Contains(t, a.Records[0].Value, a.Records[0].Headers[contract.HeaderMessageID])
 	require.Equal(t, a.Purchases[0].ID, a.Effects[0].PurchaseID)
-	nilTenant := slices.IndexFunc(a.Records, func(r contracttest.ScenarioRecord) bool { return strings.Contains(r.What, "nil tenantId") })
+	nilTenant := slices.IndexFunc(a.Records, func(r scenarios.ScenarioRecord) bool { return strings.Contains(r.What, "nil tenantId") })
 	require.Contains(t, a.Records[nilTenant].Value, `"tenantId":"00000000-0000-0000-0000-000000000000"`)
 }

@@ -1,7 +1,10 @@
-package contracttest
+package scenarios
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -42,7 +45,7 @@ func (e Effect) describe(label string) string {
 	return s
 }
 
-// JudgeEffects checks the effects a consumer made, in the order it made
+// Judge checks the effects a consumer made, in the order it made
 // them, against what s allows, and returns the promises broken (none for a
 // consumer that keeps the contract). Effects of other purchases are
 // ignored. actsOn says which statuses the consumer acts on: an allowed
@@ -51,7 +54,7 @@ func (e Effect) describe(label string) string {
 // the scenario does not allow (a refused record's, a forged version's); no
 // effect of a purchase after one of a higher version; a reversal only after
 // an effect of its purchase it can undo.
-func JudgeEffects(s Scenario, effects []Effect, actsOn func(contract.Status) bool) []string {
+func Judge(s Scenario, effects []Effect, actsOn func(contract.Status) bool) []string {
 	type key struct {
 		id      uuid.UUID
 		status  contract.Status
@@ -69,7 +72,7 @@ func JudgeEffects(s Scenario, effects []Effect, actsOn func(contract.Status) boo
 	// redelivery acted on twice also goes backwards, and its count says why.
 	var wrong, counted, order []string
 	name := func(e Effect) string {
-		label := s.label(e.PurchaseID)
+		label := s.Label(e.PurchaseID)
 		if !strings.HasSuffix(label, e.PurchaseID.String()) {
 			label += " " + e.PurchaseID.String()
 		}
@@ -119,4 +122,47 @@ func JudgeEffects(s Scenario, effects []Effect, actsOn func(contract.Status) boo
 	}
 	fails := append(wrong, counted...)
 	return append(fails, order...)
+}
+
+// AllowedEffects works out the Effects of a scenario from its records: for
+// each purchase, the status of every record it had to acknowledge, at its
+// version; due when delivered, as a transition, before any later one of the
+// purchase. By purchase in the order first named, then by version.
+func AllowedEffects(records []ScenarioRecord) []ExpectedEffect {
+	type history struct {
+		id       uuid.UUID
+		versions map[contract.Status]int64
+		due      map[contract.Status]bool
+		latest   int64
+	}
+	var order []*history
+	byID := map[uuid.UUID]*history{}
+	for _, r := range records {
+		if r.Event == nil {
+			continue
+		}
+		h := byID[r.Event.PurchaseID]
+		if h == nil {
+			h = &history{id: r.Event.PurchaseID, versions: map[contract.Status]int64{}, due: map[contract.Status]bool{}}
+			byID[h.id] = h
+			order = append(order, h)
+		}
+		if r.Refuse != nil {
+			continue
+		}
+		h.versions[r.Event.Status] = r.Event.Version
+		if r.Event.Version > h.latest {
+			h.due[r.Event.Status] = !r.Snapshot
+			h.latest = r.Event.Version
+		}
+	}
+	var out []ExpectedEffect
+	for _, h := range order {
+		statuses := slices.Collect(maps.Keys(h.versions))
+		slices.SortFunc(statuses, func(a, b contract.Status) int { return cmp.Compare(h.versions[a], h.versions[b]) })
+		for _, st := range statuses {
+			out = append(out, ExpectedEffect{EventRef: EventRef{PurchaseID: h.id, Status: st, Version: h.versions[st]}, Due: h.due[st]})
+		}
+	}
+	return out
 }

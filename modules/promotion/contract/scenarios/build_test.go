@@ -1,12 +1,12 @@
-package contracttest
+package scenarios
 
 import (
 	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -19,11 +19,10 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 )
 
-// The scenarios are data (scenarios/*.json); this file is how they are
-// written. `go test -run TestScenarioFilesAreTheBuilders -update` rewrites
+// The scenarios are data (*.json); this file is how they are written. `go test -run TestScenarioFilesAreTheBuilders -update` rewrites
 // them after a change here.
 
-var update = flag.Bool("update", false, "rewrite scenarios/*.json from the builders")
+var update = flag.Bool("update", false, "rewrite *.json from the builders")
 
 // builders are the scenarios in the order of their files.
 var builders = []struct {
@@ -48,7 +47,7 @@ func TestScenarioFilesAreTheBuilders(t *testing.T) {
 	for _, b := range builders {
 		s := b.build()
 		data := encodeScenario(t, s)
-		file := filepath.Join("scenarios", b.file)
+		file := b.file
 		if *update {
 			require.NoError(t, os.WriteFile(file, data, 0o644))
 		}
@@ -58,10 +57,10 @@ func TestScenarioFilesAreTheBuilders(t *testing.T) {
 	}
 	require.Len(t, all, len(builders), "every file is a builder's")
 	for _, s := range all {
-		require.Equal(t, s.expect().effects(), s.Effects, s.Name)
+		require.Equal(t, AllowedEffects(s.Records), s.Effects, s.Name)
 		for _, r := range s.Records {
 			if r.Refuse == nil {
-				_, err := contract.DecodeRecord(r.Record(), quiet)
+				_, err := contract.DecodeRecord(r.Record(), slog.New(slog.DiscardHandler))
 				require.NoError(t, err, "%s: %s", s.Name, r.What)
 			}
 		}
@@ -90,7 +89,7 @@ type builder struct {
 func build(name, about string, f func(b *builder)) Scenario {
 	b := &builder{scenario: Scenario{Name: name, About: about}}
 	f(b)
-	b.scenario.Effects = b.scenario.expect().effects()
+	b.scenario.Effects = AllowedEffects(b.scenario.Records)
 	return b.scenario
 }
 
@@ -213,7 +212,7 @@ func (b *builder) add(r contract.Record, what string, e *contract.Envelope, snap
 func (b *builder) recordOf(e contract.Envelope) contract.Record {
 	value, err := json.Marshal(e)
 	if err != nil {
-		panic(fmt.Sprintf("contracttest: encode an event: %v", err)) // every event the kit builds encodes
+		panic(fmt.Sprintf("scenarios: encode an event: %v", err)) // every event the kit builds encodes
 	}
 	return contract.Record{
 		Key: []byte(e.AggregateID.String()),
@@ -234,7 +233,7 @@ func withFields(r contract.Record, envelope, payload map[string]any) contract.Re
 	d.UseNumber() // the amount stays 1500.00
 	var doc map[string]any
 	if err := d.Decode(&doc); err != nil {
-		panic(fmt.Sprintf("contracttest: %v", err))
+		panic(fmt.Sprintf("scenarios: %v", err))
 	}
 	for k, v := range envelope {
 		doc[k] = v
@@ -245,7 +244,7 @@ func withFields(r contract.Record, envelope, payload map[string]any) contract.Re
 	}
 	value, err := json.Marshal(doc)
 	if err != nil {
-		panic(fmt.Sprintf("contracttest: %v", err))
+		panic(fmt.Sprintf("scenarios: %v", err))
 	}
 	r.Value = value
 	return r

@@ -1,11 +1,10 @@
-package contracttest
+package scenarios
 
 import (
 	"bytes"
 	"embed"
 	"encoding/json"
 	"fmt"
-	"path"
 	"regexp"
 	"slices"
 
@@ -16,8 +15,9 @@ import (
 
 // Scenario is a sequence of records as the topic may hand them to a
 // consumer, each purchase's in partition order, and the side effects the
-// contract then allows. It is data (scenarios/*.json), read the same by
-// this kit, by `pin contract verify` and by a team in any language.
+// contract then allows. It is data (the *.json files of this directory),
+// read the same by contracttest, by `pin contract verify` and by a team in
+// any language.
 type Scenario struct {
 	// Name names the scenario: "duplicates", "hostile-records"…
 	Name string `json:"name"`
@@ -107,34 +107,34 @@ func (r ScenarioRecord) Record() contract.Record {
 	return contract.Record{Key: []byte(r.Key), Headers: headers, Value: value}
 }
 
-//go:embed scenarios/*.json
+//go:embed *.json
 var scenarioFiles embed.FS
 
 // all holds the embedded scenarios, in the order of their files.
 var all = func() []Scenario {
-	entries, err := scenarioFiles.ReadDir("scenarios")
+	entries, err := scenarioFiles.ReadDir(".")
 	if err != nil {
-		panic(fmt.Sprintf("contracttest: %v", err))
+		panic(fmt.Sprintf("scenarios: %v", err))
 	}
 	out := make([]Scenario, 0, len(entries))
 	for _, e := range entries {
-		data, err := scenarioFiles.ReadFile(path.Join("scenarios", e.Name()))
+		data, err := scenarioFiles.ReadFile(e.Name())
 		if err != nil {
-			panic(fmt.Sprintf("contracttest: %v", err))
+			panic(fmt.Sprintf("scenarios: %v", err))
 		}
 		var s Scenario
 		if err := json.Unmarshal(data, &s); err != nil {
-			panic(fmt.Sprintf("contracttest: scenarios/%s: %v", e.Name(), err)) // TestScenarioFilesAreTheBuilders reads them all
+			panic(fmt.Sprintf("scenarios: %s: %v", e.Name(), err)) // TestScenarioFilesAreTheBuilders reads them all
 		}
 		out = append(out, s)
 	}
 	return out
 }()
 
-// Scenarios returns the scenarios the contract's promises are checked on,
-// each with purchases and targets of its own and fresh ids (Fresh), so one
-// consumer and one database serve them all, run after run.
-func Scenarios() []Scenario {
+// All returns the scenarios the contract's promises are checked on, legacy
+// ones left out, each with purchases and targets of its own and fresh ids
+// (Fresh), so one consumer and one database serve them all, run after run.
+func All() []Scenario {
 	var out []Scenario
 	for _, s := range all {
 		if !s.Legacy {
@@ -166,49 +166,6 @@ func Names() []string {
 	}
 	return append(names, legacy...)
 }
-
-// named is Named for a scenario that must exist.
-func named(name string) Scenario {
-	s, ok := Named(name)
-	if !ok {
-		panic("contracttest: no scenario " + name)
-	}
-	return s
-}
-
-// Duplicates delivers each event two or three times in a row, as
-// at-least-once delivery may: one side effect each.
-func Duplicates() Scenario { return named("duplicates") }
-
-// OlderAfterNewer delivers a purchase's older event after its newer one.
-func OlderAfterNewer() Scenario { return named("older-after-newer") }
-
-// SnapshotRedeliveries delivers snapshots as `pin promotion snapshot`
-// writes them.
-func SnapshotRedeliveries() Scenario { return named("snapshot-redeliveries") }
-
-// DeadLetterReplays delivers what the relay writes around a dead letter and
-// its replay: the purchase's records in version order.
-func DeadLetterReplays() Scenario { return named("dead-letter-replays") }
-
-// RelayFailover delivers what two relays write around a failover.
-func RelayFailover() Scenario { return named("relay-failover") }
-
-// UnknownEnumValues delivers values a later additive revision may write.
-func UnknownEnumValues() Scenario { return named("unknown-enum-values") }
-
-// OtherContractVersions delivers events of contractVersion 2 with fields
-// version 1 does not know.
-func OtherContractVersions() Scenario { return named("other-contract-versions") }
-
-// HostileRecords delivers records no revision of the contract writes.
-func HostileRecords() Scenario { return named("hostile-records") }
-
-// LegacySnapshot is the snapshot as main wrote it before it became a
-// redelivery (a new messageId); not among Scenarios, as a consumer that
-// deduplicates by messageId alone, as the contract says billing does,
-// fails it.
-func LegacySnapshot() Scenario { return named("legacy-snapshot") }
 
 // uuidText matches a UUID as the scenarios write them.
 var uuidText = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
@@ -259,8 +216,9 @@ func (s Scenario) Fresh() Scenario {
 	return out
 }
 
-// label names a purchase of s in failures: "purchase A".
-func (s Scenario) label(id uuid.UUID) string {
+// Label names a purchase of s in failures: "purchase A", or "purchase"
+// and its id when it has no label.
+func (s Scenario) Label(id uuid.UUID) string {
 	for _, p := range s.Purchases {
 		if p.ID == id && p.Label != "" {
 			return "purchase " + p.Label
