@@ -235,8 +235,8 @@ func (v *verifier) scenario(ctx context.Context, s scenarios.Scenario, mine []sc
 }
 
 // judge holds the effects against s. Which statuses the consumer acts on is
-// read from its effects for every purchase of the run so far: a status it
-// acted on once, it must act on whenever the contract says it happened.
+// read from its effects (reversals aside) for every purchase of the run so
+// far: a status it acted on once, it must act on whenever it is due.
 func judge(s scenarios.Scenario, mine []scenarios.Scenario, effects []scenarios.Effect) []string {
 	ours := map[uuid.UUID]bool{}
 	for _, m := range mine {
@@ -246,7 +246,7 @@ func judge(s scenarios.Scenario, mine []scenarios.Scenario, effects []scenarios.
 	}
 	actsOn := map[contract.Status]bool{}
 	for _, e := range effects {
-		if ours[e.PurchaseID] {
+		if ours[e.PurchaseID] && e.Kind == "" { // a reversal is never required
 			actsOn[e.Status] = true
 		}
 	}

@@ -42,9 +42,10 @@ type Consumer struct {
 	Handle Handler
 	// Observe reads back what the consumer did (required).
 	Observe func(ctx context.Context) (Observation, error)
-	// EffectOn lists the statuses whose transition makes a side effect:
-	// billing, Active; notifications, Active, Cancelled and Expired; none
-	// for a projection.
+	// EffectOn lists the statuses whose transition makes a side effect
+	// that must happen: billing, Active; notifications, Active, Cancelled
+	// and Expired; none for a projection. A reversal (a refund) is never
+	// required, whatever its status: only held behind what it undoes.
 	EffectOn []contract.Status
 	// TargetKinds are the target kinds a projection handles (catalog:
 	// Project and PropertyObject; news: Post); nil means the three of

@@ -58,10 +58,11 @@ func (b *Billing) Handle(_ context.Context, r contract.Record) error {
 	return nil
 }
 
-// Consumer returns b as the kit drives it: an effect on Active, its
-// reversal on Cancelled.
+// Consumer returns b as the kit drives it: an effect on Active; its
+// reversal on Cancelled is never required (a purchase whose activation
+// never came has nothing to refund), only held behind the invoice.
 func (b *Billing) Consumer() Consumer {
-	return Consumer{Handle: b.Handle, EffectOn: []contract.Status{contract.StatusActive, contract.StatusCancelled},
+	return Consumer{Handle: b.Handle, EffectOn: []contract.Status{contract.StatusActive},
 		Observe: func(context.Context) (Observation, error) {
 			b.mu.Lock()
 			defer b.mu.Unlock()

@@ -49,7 +49,9 @@ func (e Effect) describe(label string) string {
 // them, against what s allows, and returns the promises broken (none for a
 // consumer that keeps the contract). Effects of other purchases are
 // ignored. actsOn says which statuses the consumer acts on: an allowed
-// effect that is Due must then have happened. The rules: each allowed
+// effect that is Due must then have happened. A reversal is never required
+// (whether there is something to undo is the consumer's business), so
+// actsOn names the statuses of its other effects. The rules: each allowed
 // effect at most once, matched by purchase, status and version; no effect
 // the scenario does not allow (a refused record's, a forged version's); no
 // effect of a purchase after one of a higher version; a reversal only after
