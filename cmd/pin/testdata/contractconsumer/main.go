@@ -26,21 +26,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/contract/scenarios"
 )
 
 // entry is one line of the log: a record acknowledged, and the effect it
 // made if any.
 type entry struct {
-	MessageID  uuid.UUID `json:"messageId"`
-	PurchaseID uuid.UUID `json:"purchaseId"`
-	Version    int64     `json:"version"`
-	Effect     *effect   `json:"effect,omitempty"`
-}
-
-type effect struct {
-	PurchaseID uuid.UUID       `json:"purchaseId"`
-	Status     contract.Status `json:"status"`
-	Version    int64           `json:"version"`
+	MessageID  uuid.UUID         `json:"messageId"`
+	PurchaseID uuid.UUID         `json:"purchaseId"`
+	Version    int64             `json:"version"`
+	Effect     *scenarios.Effect `json:"effect,omitempty"` // the line `pin contract verify` reads
 }
 
 func main() {
@@ -160,7 +155,7 @@ func consume(path string, durable, commitFirst bool) error {
 			}
 			line := entry{MessageID: e.MessageID, PurchaseID: p.PurchaseID, Version: p.Version}
 			if p.Version > versions[p.PurchaseID] && (p.Status == contract.StatusActive || p.Status == contract.StatusCancelled || p.Status == contract.StatusExpired) {
-				line.Effect = &effect{PurchaseID: p.PurchaseID, Status: p.Status, Version: p.Version}
+				line.Effect = &scenarios.Effect{PurchaseID: p.PurchaseID, Status: p.Status, Version: p.Version}
 			}
 			data, err := json.Marshal(line)
 			if err != nil {
