@@ -130,3 +130,18 @@ func TestContractVerifySaysWhatBroke(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Regexp(t, `^FAIL duplicates: the consumer exited \(exit status 3\) before group \S+ committed past the scenario's records`, stdout)
 }
+
+// TestContractVerifyOnBrokersKillsAtRandom: on a cluster it did not start
+// (--brokers, the topic already there), the run cannot see the commits, so
+// --crash kills at random moments after producing; the consumer that
+// writes, then commits, and reads its dedupe back still passes, and the
+// group's dead members are taken out so each restart is quick.
+func TestContractVerifyOnBrokersKillsAtRandom(t *testing.T) {
+	t.Parallel()
+	brokers := testbed.NewKafka(t, topic)
+	stdout, stderr, code := verify(t, "", "--crash", "--brokers", strings.Join(brokers, ","),
+		"--scenario", "duplicates", "--scenario", "relay-failover")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "PASS duplicates\nPASS relay-failover\n", stdout)
+	require.Equal(t, 4, strings.Count(stderr, "killed the consumer (SIGKILL) at a random moment"), stderr)
+}
