@@ -289,3 +289,36 @@ func TestKitFailsAConsumerThatRefusesWhatALaterRevisionMayWrite(t *testing.T) {
 	require.Contains(t, strings.Join(got["unknown-enum-values"], "\n"), "{purchase A ")
 	require.Contains(t, strings.Join(got["unknown-enum-values"], "\n"), ", Active, v1} never performed (want once)")
 }
+
+// TestCheckDeliveredMatchesByVersionAndHoldsReversals: judged as the
+// scenarios are, a pipeline's effects at another version, or a refund
+// before its charge, break the contract.
+func TestCheckDeliveredMatchesByVersionAndHoldsReversals(t *testing.T) {
+	t.Parallel()
+	a1 := event(t, contract.StatusActive, 1)
+	a2 := event(t, contract.StatusCancelled, 2, a1)
+	id := a1.Payload.PurchaseID
+	observing := func(effects ...contracttest.Effect) contracttest.Consumer {
+		return contracttest.Consumer{EffectOn: []contract.Status{contract.StatusActive},
+			Observe: func(context.Context) (contracttest.Observation, error) {
+				return contracttest.Observation{Effects: effects}, nil
+			}}
+	}
+	charge := contracttest.Effect{PurchaseID: id, Status: contract.StatusActive, Version: 1}
+	refund := contracttest.Effect{PurchaseID: id, Status: contract.StatusCancelled, Version: 2, Kind: contracttest.KindReversal}
+	made := []contract.Envelope{a1, a2}
+	require.Empty(t, contracttest.CheckDelivered(context.Background(), observing(charge, refund), made))
+	require.Empty(t, contracttest.CheckDelivered(context.Background(), observing(charge), made), "a refund is never required")
+
+	forged := charge
+	forged.Version = 999
+	got := contracttest.CheckDelivered(context.Background(), observing(forged), made)
+	require.Len(t, got, 2, "%v", got)
+	require.Contains(t, got[0].Message, ", Active, v999} performed, but no record the consumer had to acknowledge carries that status at that version")
+	require.Contains(t, got[1].Message, ", Active, v1} never performed (want once)")
+
+	got = contracttest.CheckDelivered(context.Background(), observing(refund, charge), made)
+	require.Len(t, got, 2, "%v", got)
+	require.Contains(t, got[0].Message, "performed before any effect of the purchase it could undo")
+	require.Contains(t, got[1].Message, "went backwards")
+}
