@@ -63,6 +63,7 @@ var plannedMetrics = []string{
 	"pin_consumer_dead_letters_total",
 	"pin_consumer_database_faults_total",
 	"pin_kafka_topic_partitions",
+	"pin_database_read_only_refusals_total", // for the read-only alert (ADR 0021)
 }
 
 // TestPromtool runs `promtool check rules` and the unit tests of the alerts.
@@ -130,6 +131,7 @@ func TestAlertRules(t *testing.T) {
 		"PromotionConsumerDelayHigh", "PromotionConsumerDeadLetters", "PromotionConsumerDatabaseFaults",
 		"PromotionKafkaTopicMisconfigured",
 		"PromotionOutboxNoActiveRelay",
+		"PromotionDatabaseReadOnly",
 	}, names)
 }
 
