@@ -18,6 +18,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/labstack/echo/v5 v5.4.6
+	github.com/pinmarket/pin/modules/promotion/contract v0.0.0-00010101000000-000000000000
 	github.com/pressly/goose/v3 v3.30.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -112,3 +113,8 @@ require (
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+// The event contract and its conformance kit are a Go module of their own, so
+// a consuming team requires them without the service's dependencies
+// (docs/adr/0022-conformance-kit-as-a-black-box.md); here they are the local copy.
+replace github.com/pinmarket/pin/modules/promotion/contract => ./modules/promotion/contract
