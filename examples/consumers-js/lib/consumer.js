@@ -61,7 +61,9 @@ async function openPool(name) {
       await c.query(`CREATE DATABASE ${pg.escapeIdentifier(database)}`);
       log('info', 'database created', { database });
     } catch (e) {
-      if (e.code !== '42P04') throw e; // created meanwhile by another instance
+      // Created meanwhile by another instance: 42P04, or 23505 when both
+      // reached the catalog at the same moment.
+      if (e.code !== '42P04' && e.code !== '23505') throw e;
     } finally {
       await c.end();
     }
