@@ -166,7 +166,12 @@ async function run(spec) {
   const topic = process.env.PIN_CONTRACT_TOPIC || 'pin.promotion.purchase-changed.v1';
   const groupId = process.env.PIN_CONTRACT_GROUP || `pin-example-${spec.name}`;
   const sessionTimeout = Number(process.env.PIN_EXAMPLE_SESSION_TIMEOUT_MS || 10000);
-  const kafka = new Kafka({ clientId: `pin-example-${spec.name}`, brokers, logLevel: logLevel.WARN });
+  // kafkajs logs to stdout by default; stdout is left to --effects.
+  const logCreator = () => ({ level, log: entry }) => {
+    const { message, ...rest } = entry;
+    log(level === logLevel.ERROR ? 'error' : level === logLevel.WARN ? 'warn' : 'info', `kafkajs: ${message}`, rest);
+  };
+  const kafka = new Kafka({ clientId: `pin-example-${spec.name}`, brokers, logLevel: logLevel.WARN, logCreator });
   const consumer = kafka.consumer({ groupId, sessionTimeout, heartbeatInterval: Math.min(3000, sessionTimeout / 3) });
 
   const stop = async (signal) => {
