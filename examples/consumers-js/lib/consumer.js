@@ -98,7 +98,7 @@ CREATE TABLE IF NOT EXISTS ${schema}.dead_letters (
   "offset"   bigint NOT NULL,
   key        bytea,
   value      bytea,
-  headers    jsonb NOT NULL,
+  headers    text NOT NULL, -- JSON; text, since jsonb refuses the \u0000 a hostile header may hold
   error      text NOT NULL,
   created_at timestamptz NOT NULL DEFAULT now(),
   UNIQUE (topic, partition, "offset")
@@ -135,6 +135,12 @@ async function guard(tx, schema, purchaseId, version, status) {
      WHERE v.version < EXCLUDED.version`,
     [purchaseId, version, status]);
   return r.rowCount === 1;
+}
+
+// noNUL escapes NUL, which a PostgreSQL text column refuses and an error
+// quoting a hostile value may hold.
+function noNUL(s) {
+  return s.replace(/\u0000/g, '\\u0000');
 }
 
 function headersJSON(headers) {
@@ -221,7 +227,7 @@ async function handle(tx, spec, broken, topic, partition, message, at) {
     await tx.query(
       `INSERT INTO ${spec.schema}.dead_letters (topic, partition, "offset", key, value, headers, error)
        VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (topic, partition, "offset") DO NOTHING`,
-      [topic, partition, message.offset, message.key, message.value, JSON.stringify(headersJSON(message.headers)), err.message]);
+      [topic, partition, message.offset, message.key, message.value, JSON.stringify(headersJSON(message.headers)), noNUL(err.message)]);
     log('warn', 'record dead-lettered', { ...at, error: err.message });
     return;
   }
