@@ -4,11 +4,16 @@
 // SIGKILL anywhere leaves either nothing written (the record comes again) or
 // everything written and the offset behind (it comes again and is a duplicate).
 
-const { Kafka, logLevel } = require('kafkajs');
+const { Kafka, logLevel, CompressionTypes, CompressionCodecs } = require('kafkajs');
+const SnappyCodec = require('kafkajs-snappy');
 const pg = require('pg');
 const { decode, Refused } = require('./record');
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+// kafkajs decodes only gzip by itself; a broker or producer may hand over
+// snappy batches (franz-go's default), so register it.
+CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec;
+
 const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/pin_examples?sslmode=disable';
 
 function log(level, msg, fields = {}) {
@@ -98,7 +103,7 @@ CREATE TABLE IF NOT EXISTS ${schema}.dead_letters (
   "offset"   bigint NOT NULL,
   key        bytea,
   value      bytea,
-  headers    text NOT NULL, -- JSON; text, since jsonb refuses the \u0000 a hostile header may hold
+  headers    text NOT NULL, -- JSON; text, since jsonb refuses the escaped NUL a hostile header may hold
   error      text NOT NULL,
   created_at timestamptz NOT NULL DEFAULT now(),
   UNIQUE (topic, partition, "offset")

@@ -113,7 +113,9 @@ function schemaErrors(errors) {
     // The open enums' anyOf reports each branch; the branch errors say it better.
     if (e.keyword === 'anyOf' || e.schemaPath.includes('/anyOf/0/')) continue;
     const where = e.instancePath.replace(/^\//, '').replace(/\/(\d+)(?=\/|$)/g, '[$1]').replace(/\//g, '.') || 'value';
-    seen.add(`${where}: ${e.message}`);
+    // The Uuid definition's `not: {const: nil}` would read "must NOT be valid".
+    const message = e.keyword === 'not' && e.schemaPath.includes('/Uuid/') ? 'must not be the nil UUID' : e.message;
+    seen.add(`${where}: ${message}`);
   }
   return [...seen].join('; ');
 }
