@@ -197,6 +197,13 @@ async function run(spec) {
   const commit = (partition, offset) =>
     consumer.commitOffsets([{ topic, partition, offset: (BigInt(offset) + 1n).toString() }]);
 
+  // kafkajs restarts itself after a retriable failure; after any other it
+  // stops consuming, and a process that consumes nothing must not look alive.
+  consumer.on(consumer.events.CRASH, ({ payload }) => {
+    if (payload.restart) return;
+    log('error', 'consumer crashed, not restarting', { error: String(payload.error) });
+    process.exit(1);
+  });
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: true });
   log('info', 'consuming', { topic, groupId, brokers });
