@@ -85,7 +85,8 @@ type Refusal struct {
 	Naming []string `json:"naming"`
 }
 
-// ExpectedEffect is a side effect a consumer may make for a scenario.
+// ExpectedEffect is a side effect a consumer may make for a scenario, or,
+// with StaleAfter, must not.
 type ExpectedEffect struct {
 	EventRef
 	// Due says the effect must happen (once) when the consumer acts on its
