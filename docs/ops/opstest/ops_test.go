@@ -125,7 +125,7 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, []string{
-		"PromotionExpireJobNotRunning", "PromotionExpireBacklogHigh", "PromotionExpireErrors",
+		"PromotionExpireJobNotRunning", "PromotionExpireJobNoRuns", "PromotionExpireBacklogHigh", "PromotionExpireErrors",
 		"PromotionExpirePoisonPurchases",
 		"PromotionOutboxBacklogHigh", "PromotionOutboxDeadLetters", "PromotionOutboxKeyHeld", "PromotionOutboxLagGrowing",
 		"PromotionConsumerDelayHigh", "PromotionConsumerDeadLetters", "PromotionConsumerDatabaseFaults",
@@ -133,6 +133,12 @@ func TestAlertRules(t *testing.T) {
 		"PromotionOutboxNoActiveRelay",
 		"PromotionDatabaseReadOnly",
 	}, names)
+	for _, r := range rules {
+		if r.Alert == "PromotionExpireJobNoRuns" {
+			require.Contains(t, r.Expr, "promotion_expire_run_total", "the design document's alert: no increase of the run counter")
+			require.Contains(t, r.Expr, "2 * promotion_expire_interval_seconds", "for more than two intervals")
+		}
+	}
 }
 
 // requireRunbookExists resolves a repo-relative runbook link (path#anchor)

@@ -87,10 +87,11 @@ func TestKitFailsAConsumerThatSkipsDedupe(t *testing.T) {
 	require.Empty(t, got["hostile-records"], "it decodes with the contract, so it refuses what the bounds refuse")
 }
 
-// TestKitFailsBillingOnTheLegacySnapshot: today's main writes a snapshot
-// under a new messageId; billing, deduplicating by messageId alone as the
-// contract says, invoices the purchase again. The notifier's version guard
-// happens to hide it.
+// TestKitFailsBillingOnTheLegacySnapshot: a snapshot under a new messageId
+// (as main wrote one before it became a redelivery, and as
+// --send-derived-ids still writes a purchase whose messageId is lost) makes
+// billing, deduplicating by messageId alone as the contract says, invoice
+// the purchase again. The notifier's version guard happens to hide it.
 func TestKitFailsBillingOnTheLegacySnapshot(t *testing.T) {
 	t.Parallel()
 	got := failures(t, (&contracttest.Billing{Logger: quiet}).Consumer(), contracttest.LegacySnapshot())

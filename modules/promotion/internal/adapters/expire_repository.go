@@ -50,11 +50,15 @@ type ExpireTimeouts struct {
 	IdleInTransaction time.Duration
 }
 
-// DefaultExpireTimeouts fit the default 30 s cycle budget: a blocked batch
-// lets go within a third of it (5 s for a lock, 10 s for a statement), and a
-// frozen job holds its rows 5 s after its last statement. A batch of the
-// largest size (10 000) takes about a second.
-var DefaultExpireTimeouts = ExpireTimeouts{Lock: 5 * time.Second, Statement: 10 * time.Second, IdleInTransaction: 5 * time.Second}
+// DefaultExpireTimeouts hold a stuck batch's rows (HoldBound, 6 s) for less
+// than a cancel waits for one (cancelLockWait), inside the API's 10 s request
+// deadline. A batch of the largest size (10 000) takes about a second.
+var DefaultExpireTimeouts = ExpireTimeouts{Lock: 5 * time.Second, Statement: 6 * time.Second, IdleInTransaction: 5 * time.Second}
+
+// HoldBound is the longest a batch within t holds its rows when one of its
+// steps is stuck: a statement running (Statement, its lock waits included)
+// or its client silent (IdleInTransaction). Its other steps take milliseconds.
+func (t ExpireTimeouts) HoldBound() time.Duration { return max(t.Statement, t.IdleInTransaction) }
 
 // batchSession is the batch transaction's first statement: its timeouts
 // (@lock_timeout, @statement_timeout, @idle_in_transaction_session_timeout,
