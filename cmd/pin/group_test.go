@@ -70,15 +70,17 @@ func TestBoostConsumerSettlesAfterTenKills(t *testing.T) {
 	})
 
 	// The fault is the schedule: kills a few seconds apart land in every
-	// phase of a join (before, while waiting, between join and sync).
+	// phase of a join (before, while waiting, between join and sync). Each
+	// restart is the same replica: the same configuration, the same port.
+	consumerEnv := env("on")
 	for i := range 10 {
-		consumer := startServer(t, env("on"), "serve")
+		consumer := startServer(t, consumerEnv, "serve")
 		<-time.After(time.Duration(3+i%4) * time.Second)
 		require.NoError(t, consumer.cmd.Process.Signal(syscall.SIGKILL))
 		<-consumer.waited
 		consumer.waited <- nil // for the cleanup
 	}
-	last := startServer(t, env("on"), "serve")
+	last := startServer(t, consumerEnv, "serve")
 	started := time.Now()
 	stop.Store(true)
 	wg.Wait()
