@@ -20,6 +20,12 @@ func GroupLag(brokers []string, sec Security, group, topic string) (int64, error
 		return 0, fmt.Errorf("kafka: connect: %w", err)
 	}
 	defer func() { _ = client.Close() }()
+	return ClientGroupLag(client, group, topic)
+}
+
+// ClientGroupLag is GroupLag through an open client, for a caller that asks
+// again and again (the consumer's lag gauge).
+func ClientGroupLag(client sarama.Client, group, topic string) (int64, error) {
 	admin, err := sarama.NewClusterAdminFromClient(client)
 	if err != nil {
 		return 0, fmt.Errorf("kafka: connect: %w", err)

@@ -126,6 +126,7 @@ func TestAlertRules(t *testing.T) {
 		"PromotionExpirePoisonPurchases",
 		"PromotionOutboxBacklogHigh", "PromotionOutboxDeadLetters", "PromotionOutboxLagGrowing",
 		"PromotionConsumerDelayHigh", "PromotionConsumerDeadLetters", "PromotionConsumerDatabaseFaults",
+		"PromotionConsumerNotConsuming",
 		"PromotionKafkaTopicMisconfigured",
 		"PromotionOutboxNoActiveRelay",
 	}, names)
