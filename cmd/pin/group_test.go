@@ -1,9 +1,11 @@
 package main_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -89,11 +91,11 @@ func TestBoostConsumerSettlesAfterTenKills(t *testing.T) {
 	var lag int64
 	var want, got []string
 	testbed.EventuallyWithin(t, settleWithin, func() error {
-		var err error
-		if lag, err = kafka.GroupLag(brokers, kafka.Security{}, "boost", contract.Topic); err != nil {
+		backlog, err := kafka.GroupBacklog(brokers, kafka.Security{}, "boost", contract.Topic)
+		if err != nil {
 			return err
 		}
-		if lag != 0 {
+		if lag = backlog.Lag; lag != 0 {
 			return fmt.Errorf("group boost: lag %d", lag)
 		}
 		want, got = projectionFromTopic(t, brokers), queryStrings(t, db, boostProjected)
@@ -161,4 +163,47 @@ func projectionFromTopic(t *testing.T, brokers []string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestStatusSaysNotConsumingWhileLagGrows: a record has waited five minutes
+// for the boost group, which took nothing in that time (no consumer runs),
+// and `pin status` says so in both forms.
+func TestStatusSaysNotConsumingWhileLagGrows(t *testing.T) {
+	t.Parallel()
+	db := testbed.NewDatabase(t)
+	brokers := testbed.NewKafka(t, contract.Topic)
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V2_1_0_0
+	cfg.Producer.Return.Successes = true
+	producer, err := sarama.NewSyncProducer(brokers, cfg)
+	require.NoError(t, err)
+	defer func() { _ = producer.Close() }()
+	written := time.Now().Add(-5 * time.Minute).Truncate(time.Millisecond)
+	_, _, err = producer.SendMessage(&sarama.ProducerMessage{Topic: contract.Topic, Key: sarama.StringEncoder(uuid.NewString()),
+		Value: sarama.StringEncoder("{}"), Timestamp: written})
+	require.NoError(t, err)
+
+	env := []string{"PIN_DATABASE_URL=" + db.URL, "PIN_KAFKA_BROKERS=" + strings.Join(brokers, ",")}
+	out, stderr, code := run(t, env, "status", "--json")
+	require.Equal(t, 0, code, stderr)
+	var s struct {
+		Consumers []struct {
+			Group           string     `json:"group"`
+			Lag             *int       `json:"lag"`
+			OldestWaitingAt *time.Time `json:"oldestWaitingAt"`
+			NotConsuming    bool       `json:"notConsuming"`
+		} `json:"consumers"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &s), out)
+	require.Len(t, s.Consumers, 1, out)
+	c := s.Consumers[0]
+	require.Equal(t, "boost", c.Group)
+	require.Equal(t, 1, *c.Lag, out)
+	require.NotNil(t, c.OldestWaitingAt, out)
+	require.True(t, written.Equal(*c.OldestWaitingAt), "oldest waiting %s, written %s", c.OldestWaitingAt, written)
+	require.True(t, c.NotConsuming, out)
+
+	text, stderr, code := run(t, env, "status")
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `consumer\s+boost: .*NOT CONSUMING while lag grows: lag 1, oldest waiting record written 5m[0-9]+s ago`, text)
 }
