@@ -71,13 +71,15 @@ type span struct{ from, end int64 }
 // take, the span of them. A group that never committed (or does not exist
 // yet) waits for the whole topic.
 func groupWaiting(client sarama.Client, group, topic string) (map[int32]span, error) {
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		return nil, fmt.Errorf("kafka: connect: %w", err)
-	}
+	// The topic's metadata first: it names the controller the admin needs,
+	// also for a client that asks for no other topic (Metadata.Full off).
 	partitions, err := client.Partitions(topic)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: partitions of %s: %w", topic, err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: connect: %w", err)
 	}
 	committed, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: partitions})
 	if err != nil && !errors.Is(err, sarama.ErrGroupIDNotFound) {
