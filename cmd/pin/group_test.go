@@ -22,7 +22,7 @@ import (
 )
 
 // settleWithin is how soon after its last start a consumer killed again and
-// again must consume again (issue 40; docs/adr/0020-consumer-group-after-crashes.md).
+// again must consume again (docs/adr/0020-consumer-group-after-crashes.md).
 const settleWithin = time.Minute
 
 // TestBoostConsumerSettlesAfterTenKills SIGKILLs the consuming `pin serve`

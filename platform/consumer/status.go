@@ -56,7 +56,7 @@ func ReadStatus(ctx context.Context, db *sql.DB, groups []string) ([]GroupStatus
 const NotConsumingAfter = time.Minute
 
 // NotConsuming reports whether the consumer is not consuming while its lag
-// grows (issue 40, ADR 0020): the oldest record waiting for it was written
+// grows (ADR 0020): the oldest record waiting for it was written
 // NotConsumingAfter before asOf or earlier, and it took no new message
 // since. One catching up on an old backlog is taking new messages; an idle
 // one has nothing waiting.

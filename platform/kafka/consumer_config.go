@@ -53,8 +53,7 @@ func ConsumerConfig(clientID string) *sarama.Config {
 
 // CheckGroupTimeouts refuses a consumer-group configuration under which a
 // join can be cut off by the client while the coordinator still holds it:
-// the coordinator keeps the abandoned member, and every retry adds one more
-// (issue 40). Sarama reads a JoinGroup or SyncGroup answer under
+// the coordinator keeps the abandoned member, and every retry adds one more. Sarama reads a JoinGroup or SyncGroup answer under
 // Net.ReadTimeout, which must therefore exceed the rebalance and the
 // session timeout.
 func CheckGroupTimeouts(c *sarama.Config) error {

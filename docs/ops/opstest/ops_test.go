@@ -60,6 +60,7 @@ var plannedMetrics = []string{
 	"pin_consumer_stale_total",
 	"pin_consumer_dead_letters_total",
 	"pin_consumer_database_faults_total",
+	"pin_consumer_lag_records", // for the not-consuming alert (ADR 0020)
 	"pin_kafka_topic_partitions",
 }
 
