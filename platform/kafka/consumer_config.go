@@ -51,11 +51,11 @@ func ConsumerConfig(clientID string) *sarama.Config {
 	return c
 }
 
-// CheckGroupTimeouts refuses a consumer-group configuration under which a
-// join can be cut off by the client while the coordinator still holds it:
-// the coordinator keeps the abandoned member, and every retry adds one more. Sarama reads a JoinGroup or SyncGroup answer under
-// Net.ReadTimeout, which must therefore exceed the rebalance and the
-// session timeout.
+// CheckGroupTimeouts refuses a consumer-group configuration under which the
+// client can cut off a join the coordinator still holds: the coordinator
+// keeps the abandoned member, and every retry adds one more. Sarama reads a
+// JoinGroup or SyncGroup answer under Net.ReadTimeout, which must therefore
+// exceed the rebalance and the session timeout.
 func CheckGroupTimeouts(c *sarama.Config) error {
 	g := c.Consumer.Group
 	if c.Net.ReadTimeout <= g.Rebalance.Timeout || c.Net.ReadTimeout <= g.Session.Timeout {
