@@ -121,7 +121,15 @@ func (r *Runner[B]) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer %s: consumer group: %w", r.cfg.Name, err)
 	}
-	defer func() { _ = group.Close() }() // commits the offsets marked last
+	defer func() {
+		_ = group.Close() // commits the offsets marked last
+		if instance := r.cfg.Sarama.Consumer.Group.InstanceId; instance != "" && ctx.Err() != nil {
+			// A stop, not a crash: hand the partitions over now (ADR 0020).
+			if err := kafka.LeaveStatic(r.cfg.Brokers, r.cfg.Sarama, r.cfg.Name, instance); err != nil {
+				r.logger.WarnContext(context.WithoutCancel(ctx), "consumer group not left", "error", err)
+			}
+		}
+	}()
 	go func() {
 		for err := range group.Errors() {
 			r.logger.WarnContext(ctx, "consumer group error", "error", err)

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,6 +73,38 @@ func CheckGroupTimeouts(c *sarama.Config) error {
 // (they would fence each other in turn); an empty instance keeps c dynamic.
 func StaticMember(c *sarama.Config, instance string) {
 	c.Consumer.Group.InstanceId = instance
+}
+
+// LeaveStatic takes the static member instance out of group, as a clean stop
+// should: Sarama's Close leaves a static member in (KIP-345), which would
+// keep its partitions from the others, and the group from being deleted, for
+// a session timeout. c is the consumer's configuration (brokers, security).
+func LeaveStatic(brokers []string, c *sarama.Config, group, instance string) error {
+	leave := *c
+	leave.Version = sarama.V2_4_0_0 // LeaveGroup v3 names members by instance
+	client, err := sarama.NewClient(brokers, &leave)
+	if err != nil {
+		return fmt.Errorf("kafka: leave group %s: %w", group, err)
+	}
+	defer func() { _ = client.Close() }()
+	coordinator, err := client.Coordinator(group)
+	if err != nil {
+		return fmt.Errorf("kafka: leave group %s: %w", group, err)
+	}
+	resp, err := coordinator.LeaveGroup(&sarama.LeaveGroupRequest{Version: 3, GroupId: group,
+		Members: []sarama.MemberIdentity{{GroupInstanceId: &instance}}})
+	if err != nil {
+		return fmt.Errorf("kafka: leave group %s: %w", group, err)
+	}
+	for _, m := range resp.Members {
+		if !errors.Is(m.Err, sarama.ErrNoError) && !errors.Is(m.Err, sarama.ErrUnknownMemberId) {
+			return fmt.Errorf("kafka: leave group %s as %s: %w", group, instance, m.Err)
+		}
+	}
+	if !errors.Is(resp.Err, sarama.ErrNoError) {
+		return fmt.Errorf("kafka: leave group %s: %w", group, resp.Err)
+	}
+	return nil
 }
 
 // setNetworkDefaults sets what producer and consumer share: short dial and
