@@ -1,7 +1,7 @@
 # The production image of pin: `pin serve`, `pin migrate`, `pin kafka create-topics`,
 # `pin healthcheck`. Built with -tags production: no test broker, no `pin dev`.
 #
-#   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" --build-arg REVISION="$(git rev-parse HEAD)" -t pin .   # = make image
+#   docker build --build-arg VERSION="$(scripts/version.sh)" --build-arg REVISION="$(git rev-parse HEAD)" -t pin .   # = make image
 #
 # Base images are pinned by digest (the tag stays for the reader). The digests were taken from
 # public Dockerfiles pinning the same tags (the distroless one dated 2026-08-26 there); on
@@ -26,7 +26,7 @@ COPY . .
 # REVISION is the commit (make image passes git rev-parse HEAD); .git is not in the build context.
 ARG VERSION
 ARG REVISION=unknown
-RUN test -n "$VERSION" || { echo 'build with --build-arg VERSION=$(git describe --tags --always --dirty)' >&2; exit 1; }
+RUN test -n "$VERSION" || { echo 'build with --build-arg VERSION=$(scripts/version.sh)' >&2; exit 1; }
 RUN CGO_ENABLED=0 go build -tags production -trimpath -ldflags "-s -w \
       -X github.com/pinmarket/pin/platform/buildinfo.linkedVersion=${VERSION} \
       -X github.com/pinmarket/pin/platform/buildinfo.linkedRevision=${REVISION}" -o /out/pin ./cmd/pin

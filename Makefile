@@ -13,21 +13,24 @@ export PIN_TEST_DATABASE_URL
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The vulnerability gate: govulncheck, and the golang.org/x/vulndb snapshot its
 # database is built from (scripts/vulndb.sh). `make vuln-refresh` raises
-# VULNDB_VERSION to the newest on the module proxy; the gate warns on a
-# database older than VULNDB_WARN_AGE_DAYS and fails past VULNDB_MAX_AGE_DAYS
-# (docs/adr/0011-toolchain-and-vulnerability-gate.md).
+# VULNDB_VERSION to the newest on the module proxy. The limits on the
+# database's age are set here and nowhere else: past VULNDB_WARN_AGE_DAYS a
+# warning; past VULNDB_MAX_AGE_DAYS the database is stale, which `make vuln`
+# (CI) prints as a loud warning and `make vuln-release` (the release step)
+# refuses (docs/adr/0011-toolchain-and-vulnerability-gate.md).
 GOVULNCHECK    := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
 VULNDB_WARN_AGE_DAYS ?= 7
 VULNDB_MAX_AGE_DAYS  ?= 45
+VULN_STALE_DB        ?= warn
 # The version and commit a binary reports (pin version, pin_build_info): linked
 # here, so that GOFLAGS=-buildvcs=false cannot take them away (docs/releasing.md).
-VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION       ?= $(shell scripts/version.sh 2>/dev/null || echo dev)
 REVISION      ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILDINFO     := github.com/pinmarket/pin/platform/buildinfo
 GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X $(BUILDINFO).linkedVersion=$(VERSION) -X $(BUILDINFO).linkedRevision=$(REVISION)"
 
-.PHONY: help dev test test-short fuzz bench lint vuln vuln-refresh build build-production image migrate clean check-postgres
+.PHONY: help dev test test-short fuzz bench lint vuln vuln-release vuln-refresh build build-production image migrate clean check-postgres
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-17s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -40,7 +43,7 @@ build: ## build bin/pin
 build-production: ## build bin/pin-production as the image does (-tags production: no pin dev, no test broker)
 	$(GO) build -tags production $(GOFLAGS_BUILD) -o $(BIN)-production ./cmd/pin
 
-image: ## build the container image pin:$(git describe), with that version inside
+image: ## build the container image pin:$(scripts/version.sh), with that version inside
 	docker build --build-arg VERSION="$(VERSION)" --build-arg REVISION="$(REVISION)" -t pin:"$(VERSION)" .
 
 dev: ## run the module on this machine: API, expiry job, outbox relay and an embedded Kafka-protocol broker
@@ -74,10 +77,13 @@ lint: ## gofmt, go vet and staticcheck
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-vuln: ## govulncheck on the module: fails on a reachable vulnerability not in docs/vuln-exceptions.txt, an exception past its review-by date, or a database older than VULNDB_MAX_AGE_DAYS
+vuln: ## govulncheck on the module: fails on a reachable vulnerability not in docs/vuln-exceptions.txt or an exception past its review-by date; a database older than VULNDB_MAX_AGE_DAYS is a loud warning
 	@db=$$(./scripts/vulndb.sh $(VULNDB_VERSION)) && set -o pipefail && \
 	  $(GO) run $(GOVULNCHECK) -db "file://$$PWD/$$db" -format json ./... | $(GO) run ./scripts/vulngate -exceptions docs/vuln-exceptions.txt \
-	    -db-version $(VULNDB_VERSION) -warn-age-days $(VULNDB_WARN_AGE_DAYS) -max-age-days $(VULNDB_MAX_AGE_DAYS)
+	    -db-version $(VULNDB_VERSION) -warn-age-days $(VULNDB_WARN_AGE_DAYS) -max-age-days $(VULNDB_MAX_AGE_DAYS) -stale-db $(VULN_STALE_DB)
+
+vuln-release: ## the release step's gate: make vuln, and a database older than VULNDB_MAX_AGE_DAYS fails it
+	@$(MAKE) --no-print-directory vuln VULN_STALE_DB=fail
 
 vuln-refresh: ## set VULNDB_VERSION to the newest golang.org/x/vulndb on the module proxy (then run make vuln)
 	@v=$$(cd / && $(GO) list -m -f '{{.Version}}' golang.org/x/vulndb@latest) && \

@@ -128,7 +128,8 @@ func printDevHowTo(w io.Writer, cfg config.Config, authn *auth.Authenticator) er
 	topics := promotion.Topics() // the first is the current contract version's
 	// The exports are what a second shell needs for the README's walk and
 	// the runbooks, under the names they use (pin on the PATH, BASE,
-	// BROKER); the secret, and so the tokens, die with this process.
+	// BROKER, and PIN_KAFKA_BROKERS for pin status and the Kafka runbook);
+	// the secret, and so the tokens, die with this process.
 	fmt.Fprintf(w, `
 pin dev is running (development only).
 
@@ -137,6 +138,7 @@ pin dev is running (development only).
 
 In another shell (unless PIN_AUTH_JWT_SECRET was set, the secret is made for this run: the tokens die with it):
   export PIN_DATABASE_URL=%[4]s
+  export PIN_KAFKA_BROKERS=%[10]s
   export PIN_AUTH_JWT_SECRET=%[5]s
   export BASE=%[1]s BROKER=%[2]s PATH=%[8]s:"$PATH"
   export TOKEN=%[6]s
@@ -144,11 +146,17 @@ In another shell (unless PIN_AUTH_JWT_SECRET was set, the secret is made for thi
 
 Then follow "A first purchase, step by step" in README.md: a purchase, its boost, its expiry
 (pin dev make-due $PURCHASE_ID, then pin expire-promotions --once) and its events:
-  kcat -C -b $BROKER -t %[3]s -o beginning -e -f 'key=%%k partition=%%p headers=%%h\n%%s\n\n'
+  %[3]s
 
-`, "http://"+cfg.HTTPAddr, cfg.KafkaBrokers[0], topics[0], shellQuote(cfg.DatabaseURL), cfg.JWTSecret, tenantToken, adminToken, shellQuote(filepath.Dir(pin)),
-		strings.Join(topics, ", "))
+`, "http://"+cfg.HTTPAddr, cfg.KafkaBrokers[0], devKcatLine(topics[0]), shellQuote(cfg.DatabaseURL), cfg.JWTSecret, tenantToken, adminToken, shellQuote(filepath.Dir(pin)),
+		strings.Join(topics, ", "), strings.Join(cfg.KafkaBrokers, ","))
 	return nil
+}
+
+// devKcatLine reads topic's events from the beginning. The README's walk has
+// the same line (TestReadmeWalkPastesIntoThePinDevShell).
+func devKcatLine(topic string) string {
+	return "kcat -C -b $BROKER -t " + topic + ` -o beginning -e -f 'partition=%p key=%k headers=%h\n%s\n\n'`
 }
 
 // shellQuote makes s one word for a POSIX shell (a database URL has & and ?).

@@ -109,6 +109,20 @@ func (db blockedDB) lockWaiter(t *testing.T) int {
 	return pid
 }
 
+// idleBoundOff lifts the test database's idle_in_transaction_session_timeout
+// for sessions opened until t ends, as production runs without one.
+func (db blockedDB) idleBoundOff(t *testing.T) {
+	t.Helper()
+	alter := func(to string) error {
+		_, err := db.SQL.Exec(fmt.Sprintf(`ALTER DATABASE %q SET idle_in_transaction_session_timeout = %s`, db.Name, to))
+		return err
+	}
+	require.NoError(t, alter("0"))
+	t.Cleanup(func() {
+		require.NoError(t, alter(fmt.Sprintf("'%dms'", testbed.IdleInTransactionTimeout.Milliseconds())))
+	})
+}
+
 // sessionState is a backend's state ("" once it is gone).
 func (db blockedDB) sessionState(t *testing.T, pid int) string {
 	t.Helper()
@@ -133,12 +147,16 @@ func (db blockedDB) sessionState(t *testing.T, pid int) string {
 //   - SIGSTOP inside its transaction, after its write: the server ends the
 //     idle session (idle_in_transaction_session_timeout, 5 s) while the
 //     process is still frozen.
+//   - SIGSTOP while it waits, so that its batch aborts on lock_timeout
+//     (55P03) and the frozen client never rolls back: the aborted batch's
+//     SET LOCAL timeouts are gone, and the pool's own idle bound (5 s) ends
+//     the session, with no database default to fall back on.
 //   - A CHECK (false) NOT VALID on the outbox table: exit non-zero, no
 //     purchase remembered as poison.
 func TestExpireOnceBlockedBatchLetsGo(t *testing.T) {
 	t.Parallel()
 	db := blockedDB{testbed.NewDatabase(t)}
-	ids := purchasesThroughAPI(t, db.Database, 27)
+	ids := purchasesThroughAPI(t, db.Database, 32)
 	env := []string{"PIN_DATABASE_URL=" + db.URL, "PIN_SHUTDOWN_TIMEOUT=4s"}
 	expireAll := func(t *testing.T, due []string) {
 		t.Helper()
@@ -199,6 +217,35 @@ func TestExpireOnceBlockedBatchLetsGo(t *testing.T) {
 		require.NoError(t, job.cmd.Process.Signal(syscall.SIGCONT))
 		require.NotEqual(t, 0, job.wait(t, time.Minute), "woken, its commit fails")
 		require.Less(t, time.Since(idle), time.Minute)
+		expireAll(t, due)
+	})
+
+	t.Run("SIGSTOP after a lock timeout", func(t *testing.T) {
+		// Production has no database-wide idle bound; the test databases'
+		// (testbed.IdleInTransactionTimeout) would hide a job without one.
+		db.idleBoundOff(t)
+		due := ids[27:32]
+		job, pid, release := db.blockedOnce(t, env, due)
+		require.NoError(t, job.cmd.Process.Signal(syscall.SIGSTOP))
+		testbed.Eventually(t, func() error {
+			if s := db.sessionState(t, pid); s != "idle in transaction (aborted)" {
+				return fmt.Errorf("the job's session is %q", s)
+			}
+			return nil
+		})
+		aborted := time.Now()
+		require.Zero(t, db.locked(t, due), "the abort let go of the rows")
+
+		testbed.Eventually(t, func() error {
+			if s := db.sessionState(t, pid); s != "" {
+				return fmt.Errorf("the frozen job's aborted session is still %q", s)
+			}
+			return nil
+		})
+		t.Logf("the frozen job's aborted session ended %v after its lock timeout", time.Since(aborted).Round(time.Millisecond))
+		require.NoError(t, job.cmd.Process.Signal(syscall.SIGCONT))
+		require.NotEqual(t, 0, job.wait(t, time.Minute), "woken, its rollback finds the session gone")
+		release()
 		expireAll(t, due)
 	})
 

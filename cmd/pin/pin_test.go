@@ -405,6 +405,7 @@ func TestDevFromPurchaseToKafkaAndBack(t *testing.T) {
 	// The banner's exports follow the addresses given, for a second shell.
 	for _, line := range []string{
 		"export PIN_DATABASE_URL='" + db.URL + "'",
+		"export PIN_KAFKA_BROKERS=" + kafkaAddr + "\n",
 		"export PIN_AUTH_JWT_SECRET=" + jwtSecret,
 		"export BASE=" + s.base + " BROKER=" + kafkaAddr + " PATH='",
 		"export TOKEN=ey",

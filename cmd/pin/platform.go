@@ -31,7 +31,9 @@ type platform struct {
 }
 
 // newPlatform opens the platform; role names its pool's sessions
-// (postgres.ApplicationName).
+// (postgres.ApplicationName). The pool runs the expiry job, so its sessions
+// carry the batch's idle bound even after an abort (ADR 0014, decision 7);
+// the relay's lock sessions set their own.
 func newPlatform(ctx context.Context, cfg config.Config, role string, stderr io.Writer) (*platform, error) {
 	level, err := observability.ParseLevel(cfg.LogLevel)
 	if err != nil {
@@ -46,7 +48,10 @@ func newPlatform(ctx context.Context, cfg config.Config, role string, stderr io.
 	if err != nil {
 		return nil, err
 	}
-	db, err := postgres.OpenPool(ctx, cfg.DatabaseURL, postgres.PoolConfig{ApplicationName: postgres.ApplicationName(role)})
+	db, err := postgres.OpenPool(ctx, cfg.DatabaseURL, postgres.PoolConfig{
+		ApplicationName:          postgres.ApplicationName(role),
+		IdleInTransactionTimeout: promotion.ExpireIdleInTransaction,
+	})
 	if err != nil {
 		_ = tp.Shutdown(ctx)
 		return nil, err

@@ -65,8 +65,11 @@ func TestReadmeWalkPastesIntoThePinDevShell(t *testing.T) {
 			exports = append(exports, strings.TrimSpace(line))
 		}
 	}
-	require.Len(t, exports, 5, "the banner's export lines:\n%s", s.out.String())
-	script := strings.Join(exports, "\n") + "\n" + strings.Join(readmeWalk(t), "\n")
+	require.Len(t, exports, 6, "the banner's export lines:\n%s", s.out.String())
+	walk := strings.Join(readmeWalk(t), "\n")
+	kcat := bannerKcatLine(t, s.out.String())
+	require.Contains(t, walk, "\n"+kcat+"\n", "the README's walk reads the events with the line pin dev prints")
+	script := strings.Join(exports, "\n") + "\n" + walk
 	if _, err := exec.LookPath("kcat"); err != nil {
 		t.Log("kcat not found: its commands are left out")
 		script = withoutKcat(script)
@@ -78,4 +81,17 @@ func TestReadmeWalkPastesIntoThePinDevShell(t *testing.T) {
 	for _, says := range []string{`"expired":1`, `"Expired"`, `"Cancelled"`, "relay leader: pin/"} {
 		require.Contains(t, string(out), says, "the walk's output:\n%s", out)
 	}
+	require.Regexp(t, `consumer\s+boost: .*, lag \d+,`, string(out), "pin status finds the broker in the pasted shell")
+}
+
+// bannerKcatLine returns the kcat command the `pin dev` banner prints.
+func bannerKcatLine(t *testing.T, banner string) string {
+	t.Helper()
+	for _, line := range strings.Split(banner, "\n") {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "kcat ") {
+			return line
+		}
+	}
+	require.Fail(t, "the banner prints no kcat line", banner)
+	return ""
 }

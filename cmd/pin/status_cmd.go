@@ -147,6 +147,10 @@ func printStatus(w io.Writer, s moduleStatus) error {
 		if o := t.Oldest; o != nil {
 			fmt.Fprintf(tw, "\toldest unsent: offset %d, messageId %s, created %s (%.1f s ago)\n", o.Offset, o.MessageID, at(o.CreatedAt), o.AgeSeconds)
 		}
+		if h := t.Held; h.Oldest != nil {
+			fmt.Fprintf(tw, "\theld: %d keys wait behind a dead letter, %d records behind them; oldest key %s behind dead letter %d since %s (%.1f s ago): replay or discard it\n",
+				h.Keys, h.Records, h.Oldest.Key, h.Oldest.DeadLetterID, at(h.Oldest.Since), h.Oldest.AgeSeconds)
+		}
 		if l := t.Leader; l == nil {
 			fmt.Fprintf(tw, "\trelay leader: NONE (no pin serve holds the lock; nothing is sent)\n")
 		} else {

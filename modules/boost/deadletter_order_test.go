@@ -3,8 +3,10 @@ package boost_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,14 +23,15 @@ import (
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
-// TestADeadLetteredEventReplayedLateLeavesTheProjectionRight runs the
-// outbox relay in front of the boost consumer. A purchase's activation
-// (version 1) is dead-lettered; its cancellation (version 2) is not held
-// back and is applied; the activation, repaired and replayed as the runbook
-// says, then arrives after it and is dropped as stale: the target has no
-// boost. A purchase whose events arrive in order, as they would had the key
-// been held, ends the same.
-func TestADeadLetteredEventReplayedLateLeavesTheProjectionRight(t *testing.T) {
+// TestADeadLetteredEventHoldsItsPurchaseSoTheProjectionSeesItInOrder runs
+// the outbox relay in front of the boost consumer. The topic's
+// max.message.bytes is set below an event, so the broker refuses a
+// purchase's activation (version 1) and the relay dead-letters it; the
+// limit restored, the purchase's cancellation (version 2), which the broker
+// would take, waits behind the dead letter. Replayed as the runbook says,
+// the activation is applied, then the cancellation: nothing is stale, the
+// target has no boost, as for a purchase delivered in order all along.
+func TestADeadLetteredEventHoldsItsPurchaseSoTheProjectionSeesItInOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
@@ -46,40 +49,39 @@ func TestADeadLetteredEventReplayedLateLeavesTheProjectionRight(t *testing.T) {
 		}))
 	}
 
-	late, inOrder := project(uuid.New()), project(uuid.New())
-	p, q := newPurchase(10, late), newPurchase(10, inOrder)
-	activated := p.envelope(contract.StatusActive, 1)
-	// Written without its key, as an old release could: the relay
-	// dead-letters it and sends the purchase's next event all the same.
-	value, err := json.Marshal(activated)
-	require.NoError(t, err)
-	_, err = b.db.SQL.Exec(`INSERT INTO `+outbox.TableName(contract.Topic)+` (uuid, payload, metadata)
-		VALUES ($1, $2, '{"event_type":"pin.promotion.purchase-changed","contract_version":"1"}')`, activated.MessageID.String(), value)
-	require.NoError(t, err)
-	publish(p.envelope(contract.StatusCancelled, 2))
+	held, inOrder := project(uuid.New()), project(uuid.New())
+	p, q := newPurchase(10, held), newPurchase(10, inOrder)
 	publish(q.envelope(contract.StatusActive, 1))
 	publish(q.envelope(contract.StatusCancelled, 2))
-	b.waitConsumed(t, 3)
-	b.requireBoost(t, late, 0, 0)
-	b.requireBoost(t, inOrder, 0, 0)
-	require.Zero(t, b.counter(t, "pin_consumer_stale_total"))
+	b.waitConsumed(t, 2)
 
-	dead, err := outbox.ListDeadLetters(ctx, b.db.SQL, outbox.ListFilter{Topic: contract.Topic})
-	require.NoError(t, err)
-	require.Len(t, dead, 1)
-	require.Equal(t, activated.MessageID.String(), dead[0].MessageID)
-	// The runbook's repair (docs/runbooks/outbox-backlog.md), then the replay.
-	_, err = b.db.SQL.Exec(`UPDATE outbox.dead_letters
-		SET metadata = jsonb_set(COALESCE(metadata::jsonb, '{}'), '{partition_key}', to_jsonb(payload->>'aggregateId'))::json
-		WHERE id = $1`, dead[0].ID)
-	require.NoError(t, err)
+	testbed.SetMaxMessageBytes(t, b.brokers, contract.Topic, "512")
+	publish(p.envelope(contract.StatusActive, 1))
+	var dead []outbox.DeadLetter
+	testbed.Eventually(t, func() error {
+		dead, err = outbox.ListDeadLetters(ctx, b.db.SQL, outbox.ListFilter{Topic: contract.Topic})
+		if err == nil && len(dead) != 1 {
+			err = fmt.Errorf("%d dead letters", len(dead))
+		}
+		return err
+	})
+	require.True(t, strings.HasPrefix(dead[0].Error, outbox.ReasonTooLarge+": "), dead[0].Error)
+	testbed.SetMaxMessageBytes(t, b.brokers, contract.Topic, "1048588")
+	publish(p.envelope(contract.StatusCancelled, 2))
+	testbed.Eventually(t, func() error {
+		s, err := outbox.ReadStatus(ctx, b.db.SQL, contract.Topic)
+		if err == nil && (s.Held.Records != 1 || s.Backlog != 0) {
+			err = fmt.Errorf("%d records held, %d in the backlog", s.Held.Records, s.Backlog)
+		}
+		return err
+	})
+	require.Equal(t, 2.0, b.counter(t, "pin_consumer_consumed_total"), "the cancellation waits behind the activation")
+
 	_, err = outbox.ReplayDeadLetters(ctx, b.db.SQL, []int64{dead[0].ID})
 	require.NoError(t, err)
-
 	b.waitConsumed(t, 4)
-	require.Equal(t, 1.0, b.counter(t, "pin_consumer_stale_total"), "the replayed activation is older than the cancellation")
-	require.True(t, b.logged(t, "stale event skipped", map[string]string{"aggregate_id": p.id.String()}))
-	b.requireBoost(t, late, 0, 0)
+	require.Zero(t, b.counter(t, "pin_consumer_stale_total"), "the activation came first, then the cancellation")
+	b.requireBoost(t, held, 0, 0)
 	b.requireBoost(t, inOrder, 0, 0)
 }
 

@@ -26,7 +26,11 @@ import (
 
 // testAPIPool is postgres.APIPool with fewer connections, so that a test
 // can exhaust it cheaply.
-var testAPIPool = postgres.PoolConfig{MaxOpenConns: 4, LockTimeout: postgres.APILockTimeout, StatementTimeout: postgres.APIStatementTimeout}
+var testAPIPool = func() postgres.PoolConfig {
+	p := postgres.APIPool
+	p.MaxOpenConns = 4
+	return p
+}()
 
 func TestLockedPurchasesTableLeavesThePackageListAnswering(t *testing.T) {
 	t.Parallel()

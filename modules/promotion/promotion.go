@@ -62,6 +62,12 @@ type Deps struct {
 // take platform/config's defaults.
 type ExpireSettings = app.ExpireSettings
 
+// ExpireIdleInTransaction is the expiry batch's idle bound. The host sets it
+// on the pool that runs the job as well: a batch aborted by an error loses
+// its SET LOCAL timeouts, and a frozen job would hold its session for ever
+// (docs/adr/0014-expiry-batch-bounded-in-time.md, decision 7).
+var ExpireIdleInTransaction = adapters.DefaultExpireTimeouts.IdleInTransaction
+
 // Name is the module's stable name in logs and metrics.
 const Name = "promotion"
 

@@ -34,6 +34,11 @@ var signingMethod = jwt.SigningMethodHS256
 // by default (24 h), short enough that a leaked token does not live for years.
 const DefaultMaxTTL = 30 * 24 * time.Hour
 
+// ClockLeeway is the clock skew forgiven between the token's issuer and this
+// instance: a token is refused when its iat or nbf is further ahead than
+// this, or its exp further behind (docs/adr/0003-http-errors-and-auth.md).
+const ClockLeeway = 30 * time.Second
+
 // MaxTokenBytes caps a bearer token; a longer one is refused before any
 // parsing or signature work (real tokens are a few hundred bytes).
 const MaxTokenBytes = 8 << 10
@@ -122,6 +127,10 @@ func NewAuthenticator(secret []byte, opts ...Option) (*Authenticator, error) {
 	parserOpts := []jwt.ParserOption{
 		jwt.WithValidMethods([]string{signingMethod.Alg()}),
 		jwt.WithExpirationRequired(),
+		// A token from the future is forged or from a broken clock.
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(ClockLeeway),
+		jwt.WithTimeFunc(func() time.Time { return a.now() }),
 		// Non-canonical base64 would let one token have many spellings.
 		jwt.WithStrictDecoding(),
 	}
@@ -201,10 +210,11 @@ func (a *Authenticator) Authenticate(raw string) (Principal, error) {
 
 // checkLifetime refuses a token that lives longer than the maximum, measured
 // from its iat and from now (a token without iat, or with a forged one,
-// cannot outlive the maximum from the moment it is presented).
+// cannot outlive the maximum from the moment it is presented); from now, a
+// clock up to ClockLeeway ahead is forgiven, as for iat.
 func (a *Authenticator) checkLifetime(c claims) error {
 	exp := c.ExpiresAt.date().Time
-	if left := exp.Sub(a.now()); left > a.maxTTL {
+	if left := exp.Sub(a.now()); left > a.maxTTL+ClockLeeway {
 		return fmt.Errorf("expires in %s, over the maximum lifetime %s", left, a.maxTTL)
 	}
 	if iat := c.IssuedAt.date(); iat != nil && exp.Sub(iat.Time) > a.maxTTL {

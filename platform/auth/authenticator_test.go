@@ -134,6 +134,8 @@ func TestMiddleware(t *testing.T) {
 			status: 401, slug: "invalid-token", detail: "The bearer token has expired."},
 		{name: "not valid yet", authorization: "Bearer " + hs(with(validClaims(), "nbf", time.Now().Add(time.Hour).Unix())),
 			status: 401, slug: "invalid-token"},
+		{name: "issued in the future", authorization: "Bearer " + hs(with(validClaims(), "iat", time.Now().Add(time.Hour).Unix())),
+			status: 401, slug: "invalid-token"},
 		{name: "wrong key", authorization: "Bearer " + sign(t, jwt.SigningMethodHS256, otherSecret, validClaims()),
 			status: 401, slug: "invalid-token"},
 		{name: "tampered payload", authorization: "Bearer " + parts[0] + "." +

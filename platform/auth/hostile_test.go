@@ -64,6 +64,45 @@ func TestAuthenticateRefusesLenientTokens(t *testing.T) {
 	}
 }
 
+// TestAuthenticateForgivesClockSkewOnlyWithinTheLeeway: iat and nbf up to
+// auth.ClockLeeway ahead of this instance's clock, and exp up to it behind,
+// are a skewed clock and pass; further is a token from the future (or a
+// dead one) and is 401. The margins (10 s) are far above the test's own run.
+func TestAuthenticateForgivesClockSkewOnlyWithinTheLeeway(t *testing.T) {
+	t.Parallel()
+	authn, err := auth.NewAuthenticator(testSecret)
+	require.NoError(t, err)
+	now := time.Now()
+	within, beyond := now.Add(auth.ClockLeeway-10*time.Second).Unix(), now.Add(auth.ClockLeeway+10*time.Second).Unix()
+	tests := []struct {
+		name   string
+		claims jwt.MapClaims
+		want   error // nil: accepted
+	}{
+		{"iat now", with(validClaims(), "iat", now.Unix()), nil},
+		{"iat ahead within the leeway", with(validClaims(), "iat", within), nil},
+		{"iat ahead beyond the leeway", with(validClaims(), "iat", beyond), jwt.ErrTokenUsedBeforeIssued},
+		{"iat an hour ahead", with(validClaims(), "iat", now.Add(time.Hour).Unix()), jwt.ErrTokenUsedBeforeIssued},
+		{"nbf ahead within the leeway", with(validClaims(), "nbf", within), nil},
+		{"nbf ahead beyond the leeway", with(validClaims(), "nbf", beyond), jwt.ErrTokenNotValidYet},
+		{"exp behind within the leeway", with(validClaims(), "exp", now.Add(-auth.ClockLeeway+10*time.Second).Unix()), nil},
+		{"exp behind beyond the leeway", with(validClaims(), "exp", now.Add(-auth.ClockLeeway-10*time.Second).Unix()), jwt.ErrTokenExpired},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := authn.Authenticate(sign(t, jwt.SigningMethodHS256, testSecret, tt.claims))
+			if tt.want == nil {
+				require.NoError(t, err)
+				require.Equal(t, userID, p.UserID)
+				return
+			}
+			require.ErrorIs(t, err, tt.want)
+			require.Equal(t, apperror.KindUnauthenticated, apperror.KindOf(err))
+		})
+	}
+}
+
 func TestIssueStaysWithinTheConfiguredClaims(t *testing.T) {
 	t.Parallel()
 	authn, err := auth.NewAuthenticator(testSecret,

@@ -18,7 +18,7 @@ import (
 
 // Set at link time by make build and the image:
 //
-//	-X github.com/pinmarket/pin/platform/buildinfo.linkedVersion=$(git describe --tags --always --dirty)
+//	-X github.com/pinmarket/pin/platform/buildinfo.linkedVersion=$(scripts/version.sh)
 //	-X github.com/pinmarket/pin/platform/buildinfo.linkedRevision=$(git rev-parse HEAD)
 var linkedVersion, linkedRevision string
 

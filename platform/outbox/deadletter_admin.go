@@ -32,6 +32,17 @@ type DeadLetter struct {
 	// (DiscardDeadLetters): kept for the record, never replayed.
 	DiscardedAt   *time.Time `json:"discardedAt,omitempty"`
 	DiscardReason string     `json:"discardReason,omitempty"`
+	// Key is the event's Kafka key: while the dead letter waits, the relay
+	// sends no later record of that key (held.go).
+	Key string `json:"key,omitempty"`
+	// WaitsBehind is the older waiting dead letter of the same key, when
+	// there is one: this one goes only after it.
+	WaitsBehind int64 `json:"waitsBehind,omitempty"`
+	// WaitingRecords counts the outbox records of the key that wait behind
+	// the key's oldest waiting dead letter, and FirstWaiting names the
+	// first of them; both are set on that dead letter only.
+	WaitingRecords int64       `json:"waitingRecords"`
+	FirstWaiting   []OutboxRow `json:"firstWaiting,omitempty"`
 }
 
 // ListFilter says which dead letters ListDeadLetters returns.
@@ -53,8 +64,9 @@ type FailedReplay struct {
 	Reason    string `json:"reason"`
 }
 
-// ReplayedDeadLetter says where a replayed dead letter went: a new row of
-// its topic's outbox table, which the relay sends like any other.
+// ReplayedDeadLetter says where a replayed dead letter went: back into its
+// topic's outbox table, at its own offset when it can, so that the relay
+// sends it before the records of its key that waited behind it.
 type ReplayedDeadLetter struct {
 	ID              int64  `json:"id"`
 	Topic           string `json:"topic"`
@@ -74,7 +86,8 @@ var ErrNotReplayable = errors.New("dead letter cannot be replayed")
 // deadLetterColumns are read by ListDeadLetters and the replays, in the
 // order of scanDeadLetter.
 const deadLetterColumns = `id, topic, COALESCE(message_id, ''), outbox_offset, attempts, error,
-	dead_lettered_at, COALESCE(payload, 'null'), COALESCE(metadata, 'null'), discarded_at, COALESCE(discard_reason, '')`
+	dead_lettered_at, COALESCE(payload, 'null'), COALESCE(metadata, 'null'), discarded_at, COALESCE(discard_reason, ''),
+	COALESCE(metadata->>'partition_key', '')`
 
 // waiting holds for a dead letter no operator discarded: the ones listed,
 // counted and replayed.
@@ -86,7 +99,8 @@ const waiting = `discarded_at IS NULL`
 const replayable = `payload IS NOT NULL AND COALESCE(message_id, '') <> ''
 	AND COALESCE(metadata->>'partition_key', '') <> ''`
 
-// ListDeadLetters returns the dead letters f selects, oldest first.
+// ListDeadLetters returns the dead letters f selects, oldest first; a
+// waiting one says which records of its key wait behind it.
 func ListDeadLetters(ctx context.Context, db *sql.DB, f ListFilter) ([]DeadLetter, error) {
 	rows, err := db.QueryContext(ctx, `SELECT `+deadLetterColumns+` FROM `+DeadLetterTable+`
 		WHERE ($1 = '' OR topic = $1) AND (discarded_at IS NOT NULL) = $2
@@ -94,7 +108,16 @@ func ListDeadLetters(ctx context.Context, db *sql.DB, f ListFilter) ([]DeadLette
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
 	}
-	return postgres.CollectRows(rows, "outbox: list dead letters", func(r *sql.Rows) (DeadLetter, error) { return scanDeadLetter(r) })
+	out, err := postgres.CollectRows(rows, "outbox: list dead letters", func(r *sql.Rows) (DeadLetter, error) { return scanDeadLetter(r) })
+	if err != nil || f.Discarded {
+		return out, err
+	}
+	for i := range out {
+		if err := readWaiting(ctx, db, &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // DiscardDeadLetters marks the named dead letters discarded, with reason,
@@ -218,9 +241,7 @@ func replay(ctx context.Context, db *sql.DB, where string, arg any, check func([
 			r := ReplayedDeadLetter{ID: d.ID, Topic: d.Topic, MessageID: d.MessageID}
 			// The outbox row's uuid is the message_id header the relay sends:
 			// consumers see the same message again and deduplicate it.
-			err := tx.QueryRowContext(ctx, `INSERT INTO `+TableName(d.Topic)+` (uuid, payload, metadata)
-				SELECT message_id, payload, metadata FROM `+DeadLetterTable+` WHERE id = $1
-				RETURNING "offset"`, d.ID).Scan(&r.NewOutboxOffset)
+			err := tx.QueryRowContext(ctx, replayQuery(d.Topic), d.ID).Scan(&r.NewOutboxOffset)
 			if err != nil {
 				return fmt.Errorf("outbox: replay dead letter %d into the outbox of %s: %w", d.ID, d.Topic, err)
 			}
@@ -237,13 +258,35 @@ func replay(ctx context.Context, db *sql.DB, where string, arg any, check func([
 	return out, nil
 }
 
+// replayQuery puts the dead letter $1 back into topic's outbox at its own
+// offset, unacknowledged, so that it goes before the records of its key that
+// waited behind it (held.go): the row itself when the retention has not
+// deleted it yet, or a new one at the same offset. Only a dead letter whose
+// offset is another message's (one from before the outbox of migration
+// 00003) takes a new offset at the end.
+func replayQuery(topic string) string {
+	return `WITH dead AS (SELECT outbox_offset, message_id, payload, metadata FROM ` + DeadLetterTable + ` WHERE id = $1),
+	back AS (
+		INSERT INTO ` + TableName(topic) + ` AS o ("offset", uuid, payload, metadata)
+		SELECT outbox_offset, message_id, payload, metadata FROM dead
+		ON CONFLICT ("offset") DO UPDATE SET payload = excluded.payload, metadata = excluded.metadata,
+			acked = false, created_at = now()
+			WHERE o.uuid = excluded.uuid
+		RETURNING "offset"),
+	fresh AS (
+		INSERT INTO ` + TableName(topic) + ` (uuid, payload, metadata)
+		SELECT message_id, payload, metadata FROM dead WHERE NOT EXISTS (SELECT FROM back)
+		RETURNING "offset")
+	SELECT "offset" FROM back UNION ALL SELECT "offset" FROM fresh`
+}
+
 // scanDeadLetter reads deadLetterColumns, and then into extra.
 func scanDeadLetter(rows *sql.Rows, extra ...any) (DeadLetter, error) {
 	var d DeadLetter
 	var payload, metadata []byte
 	var discarded sql.NullTime
 	dest := append([]any{&d.ID, &d.Topic, &d.MessageID, &d.OutboxOffset, &d.Attempts, &d.Error,
-		&d.DeadLetteredAt, &payload, &metadata, &discarded, &d.DiscardReason}, extra...)
+		&d.DeadLetteredAt, &payload, &metadata, &discarded, &d.DiscardReason, &d.Key}, extra...)
 	if err := rows.Scan(dest...); err != nil {
 		return DeadLetter{}, err
 	}

@@ -50,7 +50,7 @@ func TestReplayedDeadLetterReachesKafkaWithItsMessageID(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, replayed, 1)
 	require.Equal(t, outbox.ReplayedDeadLetter{ID: d.ID, Topic: topic, MessageID: original.UUID, NewOutboxOffset: replayed[0].NewOutboxOffset}, replayed[0])
-	require.Greater(t, replayed[0].NewOutboxOffset, d.OutboxOffset, "a new row at the end of the outbox")
+	require.Equal(t, d.OutboxOffset, replayed[0].NewOutboxOffset, "back at its own offset, before any record of its key that waited")
 	backlog, _, dead := b.stats(t)
 	require.EqualValues(t, 1, backlog, "back in the relay's queue")
 	require.EqualValues(t, 0, dead, "gone from the dead letters in the same transaction")
@@ -176,13 +176,43 @@ func TestConcurrentReplaysOfOneDeadLetterQueueItOnce(t *testing.T) {
 	require.EqualValues(t, 0, dead)
 }
 
-// insertDeadLetter writes a dead letter of topic as the relay does, and
-// returns its id.
+// insertDeadLetter writes a dead letter of topic as the relay does (of a
+// row whose offset the outbox's sequence gave, since deleted), and returns
+// its id.
 func insertDeadLetter(tb testing.TB, b testBundle, messageID, metadata string) int64 {
 	tb.Helper()
 	var id int64
 	require.NoError(tb, b.db.SQL.QueryRow(`INSERT INTO `+outbox.DeadLetterTable+`
 		(topic, message_id, outbox_offset, payload, metadata, error, attempts)
-		VALUES ($1, $2, 1, '{"seq":1}', $3, 'kafka: refused', 5) RETURNING id`, topic, messageID, metadata).Scan(&id))
+		VALUES ($1, $2, nextval(pg_get_serial_sequence($4, 'offset')), '{"seq":1}', $3, 'kafka: refused', 5) RETURNING id`,
+		topic, messageID, metadata, outbox.TableName(topic)).Scan(&id))
 	return id
+}
+
+// TestReplayOfADeadLetterWhoseOffsetIsAnothersTakesANewOne: a dead letter
+// from before the outbox of migration 00003 names an offset another
+// message now has. Its replay leaves that row alone and takes a new offset
+// at the end, as every replay did before a dead letter held its key.
+func TestReplayOfADeadLetterWhoseOffsetIsAnothersTakesANewOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.publish(t, event("other", 1))
+	var offset int64
+	require.NoError(t, b.db.SQL.QueryRow(`UPDATE `+outbox.TableName(topic)+` SET acked = true RETURNING "offset"`).Scan(&offset))
+	var id int64
+	require.NoError(t, b.db.SQL.QueryRow(`INSERT INTO `+outbox.DeadLetterTable+`
+		(topic, message_id, outbox_offset, payload, metadata, error, attempts)
+		VALUES ($1, 'legacy-1', $2, '{"seq":1}', '{"partition_key":"p-1"}', 'kafka: refused', 5) RETURNING id`, topic, offset).Scan(&id))
+
+	replayed, err := outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{id})
+	require.NoError(t, err)
+	require.Greater(t, replayed[0].NewOutboxOffset, offset, "a new row at the end")
+	var acked bool
+	var uuid string
+	require.NoError(t, b.db.SQL.QueryRow(`SELECT acked, uuid FROM `+outbox.TableName(topic)+` WHERE "offset" = $1`, offset).Scan(&acked, &uuid))
+	require.True(t, acked, "the other message's row is left as it was")
+	require.NotEqual(t, "legacy-1", uuid)
+	backlog, _, dead := b.stats(t)
+	require.EqualValues(t, 1, backlog)
+	require.Zero(t, dead)
 }

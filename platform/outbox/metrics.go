@@ -78,7 +78,13 @@ type MetricsConfig struct {
 //   - pin_outbox_oldest_message_age_seconds: age of the oldest of them, 0
 //     when there is none;
 //   - pin_outbox_dead_letters: rows in the dead-letter table no operator
-//     discarded.
+//     discarded;
+//   - pin_outbox_held_keys: keys whose records wait behind one of them;
+//   - pin_outbox_oldest_held_key_age_seconds: how long the oldest has
+//     waited, 0 when none does.
+//
+// The backlog and its age count only the rows the relay may send: a held
+// row waits for an operator, not for the relay.
 //
 // NewRelay calls it; calling it again with the same registry is a no-op.
 func RegisterMetrics(db *sql.DB, reg prometheus.Registerer, cfg MetricsConfig) error {
@@ -101,6 +107,10 @@ var (
 		"Age of the oldest outbox message not yet forwarded to Kafka; 0 when none.", []string{"topic"}, nil)
 	deadLettersDesc = prometheus.NewDesc("pin_outbox_dead_letters",
 		"Outbox messages in the dead-letter table (gave up after bounded retries), not counting those an operator discarded.", []string{"topic"}, nil)
+	heldKeysDesc = prometheus.NewDesc("pin_outbox_held_keys",
+		"Keys (purchases) whose later outbox messages wait behind a dead letter of theirs until it is replayed or discarded.", []string{"topic"}, nil)
+	oldestHeldDesc = prometheus.NewDesc("pin_outbox_oldest_held_key_age_seconds",
+		"How long the key held longest has waited behind its dead letter; 0 when none is held.", []string{"topic"}, nil)
 )
 
 // backlogCollector queries the outbox at scrape time. Its descriptors are
@@ -115,6 +125,8 @@ func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- backlogDesc
 	ch <- oldestDesc
 	ch <- deadLettersDesc
+	ch <- heldKeysDesc
+	ch <- oldestHeldDesc
 }
 
 func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
@@ -129,12 +141,24 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(backlog), topic)
 		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age.Seconds(), topic)
 		ch <- prometheus.MustNewConstMetric(deadLettersDesc, prometheus.GaugeValue, float64(dead), topic)
+		held, err := readHeld(ctx, c.db, topic)
+		if err != nil {
+			c.cfg.Logger.WarnContext(ctx, "outbox metrics: query failed", "topic", topic, "err", err)
+			continue
+		}
+		var heldAge float64
+		if held.Oldest != nil {
+			heldAge = held.Oldest.AgeSeconds
+		}
+		ch <- prometheus.MustNewConstMetric(heldKeysDesc, prometheus.GaugeValue, float64(held.Keys), topic)
+		ch <- prometheus.MustNewConstMetric(oldestHeldDesc, prometheus.GaugeValue, heldAge, topic)
 	}
 }
 
 // Stats returns, for the outbox of topic, the number of committed messages
-// not yet acknowledged, the age of the oldest of them, and the number of
-// dead letters waiting (not discarded).
+// not yet acknowledged that the relay may send (not held behind a dead
+// letter), the age of the oldest of them, and the number of dead letters
+// waiting (not discarded).
 func Stats(ctx context.Context, db *sql.DB, topic string) (backlog int64, oldest time.Duration, deadLetters int64, err error) {
 	if err := checkTopic(topic); err != nil {
 		return 0, 0, 0, err
@@ -142,7 +166,7 @@ func Stats(ctx context.Context, db *sql.DB, topic string) (backlog int64, oldest
 	var ageSeconds float64
 	err = db.QueryRowContext(ctx, `
 		SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
-		FROM `+TableName(topic)+` WHERE acked = false`, planNow(nil)...).Scan(&backlog, &ageSeconds)
+		FROM `+TableName(topic)+` o WHERE acked = false AND NOT `+heldRow, planNow([]any{topic})...).Scan(&backlog, &ageSeconds)
 	if err != nil {
 		return 0, 0, 0, err
 	}

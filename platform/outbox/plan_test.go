@@ -62,7 +62,8 @@ func TestRelayReadsTheOutboxAsItIsNow(t *testing.T) {
 // but one batch acknowledged, each row as wide as an event, so the table
 // has the pages the planner sees in production), first never analyzed (after a restore or a
 // pg_upgrade), then analyzed, the relay's read walks the unacknowledged
-// index in order and its acknowledgement finds the rows by offset, without
+// index in order (leaving the held keys' rows through an index probe of the
+// dead letters) and its acknowledgement finds the rows by offset, without
 // JIT, on a session with the service's settings (testbed opens it with
 // postgres.Open).
 func TestRelayStatementsPlanWithoutJIT(t *testing.T) {
@@ -70,6 +71,7 @@ func TestRelayStatementsPlanWithoutJIT(t *testing.T) {
 	table := outbox.TableName(topic)
 	read, err := outbox.SchemaAdapter(200).SelectQuery(watermillsql.SelectQueryParams{Topic: topic})
 	require.NoError(t, err)
+	held := watermillsql.Query{Query: outbox.RelayReadQuery(topic, 200), Args: []any{topic, 1_000_000}}
 	for _, size := range testbed.PlanSizes() {
 		t.Run("events="+testbed.SizeName(size), func(t *testing.T) {
 			b := setup(t)
@@ -96,6 +98,8 @@ func TestRelayStatementsPlanWithoutJIT(t *testing.T) {
 					}{
 						{"relay read", read, "pin_promotion_purchase_changed_v1_unacked_idx", true},
 						{"relay ack", ack, "pin_promotion_purchase_changed_v1_pkey", false},
+						{"relay read, held keys left", held, "pin_promotion_purchase_changed_v1_unacked_idx", true},
+						{"relay read, the held keys probed", held, "dead_letters_held_keys_idx", false},
 					} {
 						custom, generic := testbed.Explain(t, b.db.SQL, testbed.Statement{Query: s.q.Query, Args: s.q.Args})
 						for _, p := range []testbed.Plan{custom, generic} {

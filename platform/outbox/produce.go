@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -22,15 +23,19 @@ import (
 // publish sends rows to Kafka in waves: a wave holds at most one row per key
 // and is sent at once (Sarama gathers the concurrent sends into a few
 // produce requests), and the next wave starts when it is acknowledged, so
-// the records of a key reach their partition in outbox order. It returns
-// the offsets Kafka acknowledged and the messages to dead-letter; on a
-// failure of the broker, or once ctx ended (the lead lost), it stops there
-// and returns the error as well.
+// the records of a key reach their partition in outbox order. A key with a
+// row to dead-letter is held from then on: its later rows are neither sent
+// nor acknowledged, and the next read leaves them (held.go). It returns the
+// offsets Kafka acknowledged and the messages to dead-letter; on a failure
+// of the broker, or once ctx ended (the lead lost), it stops there and
+// returns the error as well.
 func (r *Relay) publish(ctx context.Context, producer *wmkafka.Publisher, topic string, rows []outboxRow) (acked []int64, dead []deadLetter, err error) {
+	held := map[string]bool{}
 	for _, wave := range waves(rows) {
 		if ctx.Err() != nil {
 			return acked, dead, context.Cause(ctx) // the lead is lost: send no more
 		}
+		wave = slices.DeleteFunc(wave, func(row outboxRow) bool { return held[key(row)] })
 		errs := make([]error, len(wave))
 		var wg sync.WaitGroup
 		for i, row := range wave {
@@ -55,6 +60,7 @@ func (r *Relay) publish(ctx context.Context, producer *wmkafka.Publisher, topic 
 				acked = append(acked, row.offset)
 			case reason != "":
 				dead = append(dead, deadLetter{row: row, err: err, attempts: attempts, reason: reason})
+				held[key(row)] = key(row) != "" // a row without a key holds nothing: nothing follows it
 			default:
 				transient = errors.Join(transient, err)
 			}
@@ -72,9 +78,8 @@ func waves(rows []outboxRow) [][]outboxRow {
 	var out [][]outboxRow
 	nth := map[string]int{}
 	for _, row := range rows {
-		key := row.msg.Metadata.Get(kafka.MetaPartitionKey)
-		i := nth[key]
-		nth[key]++
+		i := nth[key(row)]
+		nth[key(row)]++
 		if i == len(out) {
 			out = append(out, nil)
 		}
@@ -82,6 +87,9 @@ func waves(rows []outboxRow) [][]outboxRow {
 	}
 	return out
 }
+
+// key is row's Kafka key, "" when it has none.
+func key(row outboxRow) string { return row.msg.Metadata.Get(kafka.MetaPartitionKey) }
 
 // produce publishes one message through watermill-kafka, counting and
 // tracing it as a child of the publication that stored it.

@@ -139,23 +139,25 @@ type outboxRow struct {
 
 // readQuery is the relay's read, watermill-sql's queue read
 // (PostgreSQLQueueSchema.SelectQuery: unacknowledged rows in offset order,
-// FOR UPDATE) but for one column: the payload of a row longer than $1, the
-// producer's limit, stays in the database and only its length is read. Such
+// FOR UPDATE) but for two things. The payload of a row longer than $2, the
+// producer's limit, stays in the database and only its length is read: such
 // a row can never be sent, and a batch of 200 of them would be 220 MB to
-// read on every round; its dead letter is copied in the database.
+// read on every round; its dead letter is copied in the database. And the
+// rows of a held key (held.go) are left where they are.
 const readQuery = `SELECT "offset", uuid,
-	CASE WHEN octet_length(payload::text) <= $1 THEN payload END,
+	CASE WHEN octet_length(payload::text) <= $2 THEN payload END,
 	metadata, octet_length(payload::text)
-FROM %s WHERE acked = false ORDER BY "offset" ASC LIMIT %d FOR UPDATE`
+FROM %s o WHERE acked = false AND NOT ` + heldRow + `
+ORDER BY "offset" ASC LIMIT %d FOR UPDATE OF o`
 
-// readBatch claims up to BatchSize unacknowledged rows in offset order
-// (FOR UPDATE: a row is never published by two relays that both believe
-// they are active).
+// readBatch claims up to BatchSize unacknowledged rows of keys not held, in
+// offset order (FOR UPDATE: a row is never published by two relays that
+// both believe they are active).
 func (r *Relay) readBatch(ctx context.Context, tx *sql.Tx, topic string) ([]outboxRow, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
 	limit := r.cfg.Sarama.Producer.MaxMessageBytes
-	rows, err := tx.QueryContext(ctx, fmt.Sprintf(readQuery, TableName(topic), r.cfg.BatchSize), planNow([]any{limit})...)
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(readQuery, TableName(topic), r.cfg.BatchSize), planNow([]any{topic, limit})...)
 	if err != nil {
 		return nil, fmt.Errorf("read batch: %w", err)
 	}

@@ -11,10 +11,13 @@ import (
 // TopicStatus is the state of one topic's outbox, as `pin status` shows it.
 type TopicStatus struct {
 	Topic string `json:"topic"`
-	// Backlog is the committed rows the relay has not sent yet.
+	// Backlog is the committed rows the relay has not sent yet and may
+	// send: those held behind a dead letter of their key are in Held.
 	Backlog int64 `json:"backlog"`
 	// Oldest is the oldest of them; null when the backlog is empty.
 	Oldest *OutboxRow `json:"oldest"`
+	// Held is the keys that wait behind a dead letter, and their records.
+	Held HeldKeys `json:"held"`
 	// Leader is the session holding the topic's relay lock; null when no
 	// relay leads (none runs, or a takeover is under way).
 	Leader *Leader `json:"leader"`
@@ -50,7 +53,7 @@ func ReadStatus(ctx context.Context, db *sql.DB, topic string) (TopicStatus, err
 	s := TopicStatus{Topic: topic}
 	var o OutboxRow
 	err := db.QueryRowContext(ctx, `SELECT "offset", uuid, created_at, EXTRACT(EPOCH FROM now() - created_at)::float8
-		FROM `+TableName(topic)+` WHERE acked = false ORDER BY "offset" LIMIT 1`, planNow(nil)...).
+		FROM `+TableName(topic)+` o WHERE acked = false AND NOT `+heldRow+` ORDER BY "offset" LIMIT 1`, planNow([]any{topic})...).
 		Scan(&o.Offset, &o.MessageID, &o.CreatedAt, &o.AgeSeconds)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -61,12 +64,15 @@ func ReadStatus(ctx context.Context, db *sql.DB, topic string) (TopicStatus, err
 		s.Oldest = &o
 	}
 	err = db.QueryRowContext(ctx, `SELECT
-			(SELECT count(*) FROM `+TableName(topic)+` WHERE acked = false),
+			(SELECT count(*) FROM `+TableName(topic)+` o WHERE acked = false AND NOT `+heldRow+`),
 			(SELECT count(*) FROM `+DeadLetterTable+` WHERE topic = $1 AND `+waiting+`),
 			(SELECT count(*) FROM `+DeadLetterTable+` WHERE topic = $1 AND NOT `+waiting+`)`, planNow([]any{topic})...).
 		Scan(&s.Backlog, &s.DeadLetters, &s.DiscardedDeadLetters)
 	if err != nil {
 		return TopicStatus{}, fmt.Errorf("outbox: status of %s: %w", topic, err)
+	}
+	if s.Held, err = readHeld(ctx, db, topic); err != nil {
+		return TopicStatus{}, err
 	}
 	var l Leader
 	err = db.QueryRowContext(ctx, `SELECT a.pid, a.application_name, COALESCE(host(a.client_addr), 'local'), a.backend_start

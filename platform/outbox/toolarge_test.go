@@ -1,7 +1,6 @@
 package outbox_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,8 +10,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/kafka"
@@ -130,15 +127,7 @@ func TestBrokerRefusalDeadLettersTheRecordNotItsBatchMates(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	brokers := testbed.NewKafka(t, topic)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-	defer cancel()
-	limit := "2048"
-	altered, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, topic)
-	require.NoError(t, err)
-	require.NoError(t, altered[0].Err)
+	testbed.SetMaxMessageBytes(t, brokers, topic, "2048")
 
 	partitionOf := func(key string) int32 {
 		p, err := kafka.NewPartitioner(topic).Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, testbed.KafkaPartitions)

@@ -50,6 +50,10 @@ type PoolConfig struct {
 	// LockTimeout is every session's lock_timeout: a statement waiting
 	// longer for a row or table lock fails with lock_not_available.
 	LockTimeout time.Duration
+	// IdleInTransactionTimeout is every session's
+	// idle_in_transaction_session_timeout: the server ends a session whose
+	// client leaves a transaction open, aborted or not, for longer.
+	IdleInTransactionTimeout time.Duration
 	// Logger receives GORM's lines (failing and slow statements);
 	// slog.Default() when nil.
 	Logger *slog.Logger
@@ -86,6 +90,9 @@ const (
 	APIMaxOpenConns     = 12
 	APILockTimeout      = 2 * time.Second
 	APIStatementTimeout = 5 * time.Second
+	// APIIdleInTransactionTimeout frees the rows of an API process frozen
+	// inside a transaction; its statements run back to back (ADR 0014).
+	APIIdleInTransactionTimeout = 5 * time.Second
 	// BackgroundMaxOpenConns is the pool of the runners (expiry job, outbox
 	// relay — one connection per topic, held — and cleaners) and probes
 	// beside the API's.
@@ -93,7 +100,8 @@ const (
 )
 
 // APIPool is the pool of the HTTP API.
-var APIPool = PoolConfig{MaxOpenConns: APIMaxOpenConns, StatementTimeout: APIStatementTimeout, LockTimeout: APILockTimeout}
+var APIPool = PoolConfig{MaxOpenConns: APIMaxOpenConns, StatementTimeout: APIStatementTimeout, LockTimeout: APILockTimeout,
+	IdleInTransactionTimeout: APIIdleInTransactionTimeout}
 
 const (
 	maxIdleConns = 10
@@ -176,6 +184,9 @@ func withSessionParams(dsn string, cfg PoolConfig) (string, error) {
 	}
 	if cfg.LockTimeout > 0 {
 		params["lock_timeout"] = strconv.FormatInt(cfg.LockTimeout.Milliseconds(), 10)
+	}
+	if cfg.IdleInTransactionTimeout > 0 {
+		params["idle_in_transaction_session_timeout"] = strconv.FormatInt(cfg.IdleInTransactionTimeout.Milliseconds(), 10)
 	}
 	if cfg.ApplicationName != "" && !strings.Contains(strings.ToLower(dsn), "application_name=") {
 		params["application_name"] = cfg.ApplicationName

@@ -23,10 +23,10 @@ func TestWithSessionParams(t *testing.T) {
 	}
 	got, err := withSessionParams("postgres://u@h/db", APIPool)
 	require.NoError(t, err)
-	require.Equal(t, "postgres://u@h/db?jit=off&lock_timeout=2000&statement_timeout=5000&timezone=UTC", got)
+	require.Equal(t, "postgres://u@h/db?idle_in_transaction_session_timeout=5000&jit=off&lock_timeout=2000&statement_timeout=5000&timezone=UTC", got)
 	got, err = withSessionParams("host=h", APIPool)
 	require.NoError(t, err)
-	require.Equal(t, "host=h jit=off lock_timeout=2000 statement_timeout=5000 timezone=UTC", got)
+	require.Equal(t, "host=h idle_in_transaction_session_timeout=5000 jit=off lock_timeout=2000 statement_timeout=5000 timezone=UTC", got)
 }
 
 func TestRedact(t *testing.T) {

@@ -1,10 +1,14 @@
 package testbed
 
 import (
+	"context"
 	"crypto/tls"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -83,4 +87,26 @@ func NewSecureKafka(tb testing.TB, sec KafkaSecurity, topics ...string) []string
 	}
 	tb.Cleanup(c.Close)
 	return c.ListenAddrs()
+}
+
+// SetMaxMessageBytes sets topic's max.message.bytes on the (unsecured) test
+// broker, as an operator would on a real one: the broker then refuses a
+// record batch larger than limit (kfake honours it), and "1048588" is
+// Kafka's default again.
+func SetMaxMessageBytes(tb testing.TB, brokers []string, topic, limit string) {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		tb.Fatalf("testbed: kafka client: %v", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	altered, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, topic)
+	if err == nil {
+		err = altered[0].Err
+	}
+	if err != nil {
+		tb.Fatalf("testbed: set max.message.bytes of %s to %s: %v", topic, limit, err)
+	}
 }

@@ -1,8 +1,10 @@
 // Command vulngate reads govulncheck's JSON output (-format json) on stdin
 // and fails when a vulnerability is reachable from pin's code, unless the
-// reviewed exceptions file accepts it; when the database is older than
-// -max-age-days; or when an exception's review-by date has passed. It is the
-// second half of `make vuln` (docs/adr/0011-toolchain-and-vulnerability-gate.md).
+// reviewed exceptions file accepts it, or when an exception's review-by date
+// has passed. A database older than -max-age-days fails only with
+// -stale-db=fail (the release step); CI's -stale-db=warn says it loudly and
+// lets it pass, since a mirror's lag is not a vulnerability. It is the second
+// half of `make vuln` (docs/adr/0011-toolchain-and-vulnerability-gate.md).
 package main
 
 import (
@@ -34,18 +36,25 @@ type gate struct {
 	// from; dbDate its commit time.
 	dbVersion string
 	dbDate    time.Time
-	// warnAge and maxAge: a database older than warnAge is flagged, older
-	// than maxAge fails the gate.
+	// warnAge and maxAge: a database older than warnAge is flagged; one
+	// older than maxAge is stale, which fails the gate when failStale is set
+	// (the release step) and is a loud warning otherwise (CI).
 	warnAge, maxAge time.Duration
+	failStale       bool
 }
 
 func main() {
 	exceptions := flag.String("exceptions", "docs/vuln-exceptions.txt", "the reviewed file of accepted advisories")
 	dbVersion := flag.String("db-version", "", "golang.org/x/vulndb's version the database was built from (VULNDB_VERSION)")
 	warnDays := flag.Int("warn-age-days", 7, "flag a database older than this many days")
-	maxDays := flag.Int("max-age-days", 45, "fail on a database older than this many days")
+	maxDays := flag.Int("max-age-days", 45, "a database older than this many days is stale")
+	staleDB := flag.String("stale-db", "fail", "what a stale database does: fail (the release step) or warn (CI)")
 	flag.Parse()
-	g := gate{now: time.Now(), dbVersion: *dbVersion, warnAge: days(*warnDays), maxAge: days(*maxDays)}
+	if *staleDB != "fail" && *staleDB != "warn" {
+		fmt.Fprintf(os.Stderr, "vulngate: -stale-db must be fail or warn, not %q\n", *staleDB)
+		os.Exit(2)
+	}
+	g := gate{now: time.Now(), dbVersion: *dbVersion, warnAge: days(*warnDays), maxAge: days(*maxDays), failStale: *staleDB == "fail"}
 	var err error
 	if g.dbDate, err = pseudoVersionTime(*dbVersion); err != nil {
 		fmt.Fprintln(os.Stderr, "vulngate: -db-version:", err)
@@ -280,17 +289,24 @@ func judge(w io.Writer, rep report, accepted map[string]exception, g gate) bool 
 }
 
 // judgeAge prints the database's date and age and reports whether it is
-// young enough.
+// young enough, or old but only to be warned about (CI: failStale unset).
 func judgeAge(w io.Writer, g gate) bool {
 	age := g.now.Sub(g.dbDate)
 	ageDays := int(age / (24 * time.Hour))
+	maxDays := int(g.maxAge / (24 * time.Hour))
 	fmt.Fprintf(w, "vulnerability database: golang.org/x/vulndb@%s of %s, %d days old (limit %d)\n",
-		g.dbVersion, g.dbDate.Format(time.DateOnly), ageDays, int(g.maxAge/(24*time.Hour)))
+		g.dbVersion, g.dbDate.Format(time.DateOnly), ageDays, maxDays)
 	switch {
-	case age > g.maxAge:
+	case age > g.maxAge && g.failStale:
 		fmt.Fprintf(w, "  FAIL      the database is older than %d days: advisories published since %s are unknown to this scan; refresh it: %s\n",
-			int(g.maxAge/(24*time.Hour)), g.dbDate.Format(time.DateOnly), refreshCommand)
+			maxDays, g.dbDate.Format(time.DateOnly), refreshCommand)
 		return false
+	case age > g.maxAge:
+		banner := strings.Repeat("!", 100)
+		fmt.Fprintf(w, "%s\n  WARNING   the vulnerability database is %d DAYS OLD, past the %d-day limit: advisories published since %s\n"+
+			"            are unknown to this scan. CI lets it pass (a mirror's lag is not a vulnerability);\n"+
+			"            a release refuses it (make vuln-release). Refresh it: %s\n%s\n",
+			banner, ageDays, maxDays, g.dbDate.Format(time.DateOnly), refreshCommand, banner)
 	case age > g.warnAge:
 		fmt.Fprintf(w, "  warn      the database is older than %d days; refresh it: %s\n", int(g.warnAge/(24*time.Hour)), refreshCommand)
 	}

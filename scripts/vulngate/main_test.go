@@ -21,10 +21,11 @@ const scan = `{"config": {"go_version": "go1.26.8", "db": "file:///db"}}
 {"finding": {"osv": "GO-C", "fixed_version": "v0.2.0", "trace": [{"module": "example.com/c", "version": "v0.1.0"}]}}
 `
 
-// now is the tests' fixed clock; fresh is a gate on a database one day old.
+// now is the tests' fixed clock; fresh is the release step's gate (a stale
+// database fails) on a database one day old.
 var (
 	now   = time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
-	fresh = gate{now: now, dbVersion: "v0.0.0-20261202100000-0123456789ab", dbDate: now.AddDate(0, 0, -1), warnAge: 7 * 24 * time.Hour, maxAge: 30 * 24 * time.Hour}
+	fresh = gate{now: now, dbVersion: "v0.0.0-20261202100000-0123456789ab", dbDate: now.AddDate(0, 0, -1), warnAge: 7 * 24 * time.Hour, maxAge: 30 * 24 * time.Hour, failStale: true}
 )
 
 func verdict(t *testing.T, exceptions string) (bool, string) {
@@ -139,6 +140,33 @@ func TestTheDatabaseAgeIsPrintedAndLimited(t *testing.T) {
 	require.False(t, pass, "an old database fails the whole gate: %s", out)
 	require.Contains(t, out, "FAIL      the database is older than 30 days")
 	require.Contains(t, out, "vuln: failed (the FAIL lines above)")
+}
+
+// TestCIWarnsLoudlyOnAStaleDatabaseButFailsOnVulnerabilities: with
+// -stale-db=warn (CI) a database past the limit is a banner naming its age
+// and the release step that refuses it, not a failure; a reachable
+// vulnerability still fails the gate.
+func TestCIWarnsLoudlyOnAStaleDatabaseButFailsOnVulnerabilities(t *testing.T) {
+	t.Parallel()
+	ci := fresh
+	ci.failStale = false
+	ci.dbDate = now.AddDate(0, 0, -46)
+	var out strings.Builder
+	require.True(t, judgeAge(&out, ci), out.String())
+	require.Contains(t, out.String(), "WARNING   the vulnerability database is 46 DAYS OLD, past the 30-day limit: advisories published since 2026-10-18")
+	require.Contains(t, out.String(), "a release refuses it (make vuln-release)")
+	require.NotContains(t, out.String(), "FAIL")
+
+	pass, report := verdictWith(t, "GO-B 2026-12-31 r\n", ci)
+	require.False(t, pass, "a reachable vulnerability fails CI whatever the database's age: %s", report)
+	require.Contains(t, report, "WARNING   the vulnerability database is 46 DAYS OLD")
+	require.Contains(t, report, "FAIL      GO-A")
+
+	ci.dbDate = now.AddDate(0, 0, -8)
+	out.Reset()
+	require.True(t, judgeAge(&out, ci))
+	require.Contains(t, out.String(), "warn      the database is older than 7 days")
+	require.NotContains(t, out.String(), "WARNING", "only a stale database gets the banner")
 }
 
 func TestAnEmptyScanIsNotAPass(t *testing.T) {

@@ -50,7 +50,9 @@ var plannedMetrics = []string{
 	"pin_outbox_published_total",
 	"pin_outbox_publish_errors_total",
 	"pin_outbox_dead_letters",
-	"pin_outbox_relay_active", // one active relay per topic
+	"pin_outbox_held_keys",                   // purchases whose events wait behind a dead letter (ADR 0015)
+	"pin_outbox_oldest_held_key_age_seconds", // for the held-key alert
+	"pin_outbox_relay_active",                // one active relay per topic
 	"pin_http_requests_total",
 	"pin_http_request_duration_seconds",
 	"pin_runner_restarts_total",
@@ -125,7 +127,7 @@ func TestAlertRules(t *testing.T) {
 	require.ElementsMatch(t, []string{
 		"PromotionExpireJobNotRunning", "PromotionExpireBacklogHigh", "PromotionExpireErrors",
 		"PromotionExpirePoisonPurchases",
-		"PromotionOutboxBacklogHigh", "PromotionOutboxDeadLetters", "PromotionOutboxLagGrowing",
+		"PromotionOutboxBacklogHigh", "PromotionOutboxDeadLetters", "PromotionOutboxKeyHeld", "PromotionOutboxLagGrowing",
 		"PromotionConsumerDelayHigh", "PromotionConsumerDeadLetters", "PromotionConsumerDatabaseFaults",
 		"PromotionConsumerNotConsuming",
 		"PromotionKafkaTopicMisconfigured",

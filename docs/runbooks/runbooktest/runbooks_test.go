@@ -154,12 +154,17 @@ func runBlock(t *testing.T, b Block) {
 }
 
 // runShell runs script with bash -euo pipefail, pin on the PATH,
-// PIN_DATABASE_URL, and BASE, BROKER, PIN_KAFKA_BROKERS where the
-// state has an instance or a broker. It returns stdout.
+// PIN_DATABASE_URL, and BROKER, PIN_KAFKA_BROKERS where the state has a
+// broker; where it runs a `pin dev`, after that banner's export lines
+// alone (BASE, BROKER, PIN_KAFKA_BROKERS…), so a block uses no name the
+// banner does not set. It returns stdout.
 func runShell(t *testing.T, w *world, b Block, script string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if len(w.exports) > 0 {
+		script = strings.Join(w.exports, "\n") + "\n" + script
+	}
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = t.TempDir()
 	cmd.Env = []string{

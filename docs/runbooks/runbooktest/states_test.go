@@ -37,6 +37,10 @@ type world struct {
 	brokers []string
 	env     map[string]string
 	values  map[string]string
+	// exports are the `export` lines of the state's running `pin dev`: a
+	// block runs after them, as in the shell they were pasted into, and
+	// without the env a fixture set by hand.
+	exports []string
 }
 
 func newWorld(t *testing.T) *world {
@@ -137,7 +141,13 @@ func (w *world) setBrokers(brokers []string) {
 func serving(t *testing.T, w *world) *instance {
 	t.Helper()
 	in := startDev(t, w)
-	w.env["BASE"] = in.base
+	for _, line := range strings.Split(in.out.String(), "\n") {
+		if strings.HasPrefix(line, "  export ") {
+			w.exports = append(w.exports, strings.TrimSpace(line))
+		}
+	}
+	require.NotEmpty(t, w.exports, "the pin dev banner's export lines:\n%s", in.out.String())
+	w.env = map[string]string{}
 	testbed.Eventually(t, func() error {
 		_, metrics := testbed.Get(t, in.base+"/metrics")
 		for _, want := range []string{`pin_outbox_relay_active{topic="` + topic + `"} 1`, `pin_kafka_topic_partitions{`} {

@@ -1,0 +1,107 @@
+package outbox_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+// unheldReadQuery is the relay's read as it was before a dead letter held
+// its key (b375c89), the reference of BenchmarkRelayRead.
+const unheldReadQuery = `SELECT "offset", uuid,
+	CASE WHEN octet_length(payload::text) <= $1 THEN payload END,
+	metadata, octet_length(payload::text)
+FROM %s WHERE acked = false ORDER BY "offset" ASC LIMIT %d FOR UPDATE`
+
+// BenchmarkRelayRead measures the relay's read of a batch of 200 rows of
+// about 1 KB, in its own transaction as the relay reads (FOR UPDATE, then
+// rolled back), interleaved on one session: the read before keys were held
+// (unheld), today's read with nothing held (the cost of the probe), and
+// today's read behind a held chain of 1,000 and 10,000 rows of one key
+// (what a chain costs every read). Each outbox keeps 20k acknowledged rows
+// beside; first without statistics, then analyzed. Run with -benchtime Nx:
+// each iteration is one read per case. Reported: median read-ms per case
+// and statistics, and each case's ratio to unheld.
+func BenchmarkRelayRead(b *testing.B) {
+	bundle := setup(b)
+	cases := []struct {
+		name, topic string
+		held        int
+	}{{"unheld", "pin.bench.unheld.v1", 0}, {"probe", "pin.bench.probe.v1", 0},
+		{"held-1k", "pin.bench.held1k.v1", 1000}, {"held-10k", "pin.bench.held10k.v1", 10000}}
+	var tables []string
+	for _, c := range cases {
+		table := outbox.TableName(c.topic)
+		tables = append(tables, table)
+		for _, stmt := range []string{
+			`CREATE TABLE ` + table + ` (LIKE ` + outbox.TableName(topic) + ` INCLUDING ALL)`,
+			`INSERT INTO ` + table + ` (uuid, payload, metadata, acked)
+				SELECT gen_random_uuid()::text, json_build_object('pad', repeat('x', 900)), json_build_object('partition_key', 'purchase-' || i), true
+				FROM generate_series(1, 20000) AS i`,
+			fmt.Sprintf(`INSERT INTO %s (uuid, payload, metadata)
+				SELECT gen_random_uuid()::text, json_build_object('pad', repeat('x', 900)), '{"partition_key":"hot"}'
+				FROM generate_series(1, %d)`, table, c.held),
+			`INSERT INTO ` + table + ` (uuid, payload, metadata)
+				SELECT gen_random_uuid()::text, json_build_object('pad', repeat('x', 900)), json_build_object('partition_key', 'free-' || i)
+				FROM generate_series(1, 200) AS i`,
+		} {
+			_, err := bundle.db.SQL.Exec(stmt)
+			require.NoError(b, err, stmt)
+		}
+		if c.held > 0 {
+			_, err := bundle.db.SQL.Exec(`INSERT INTO `+outbox.DeadLetterTable+` (topic, message_id, outbox_offset, payload, metadata, error, attempts)
+				VALUES ($1, 'hot-1', 0, '{}', '{"partition_key":"hot"}', 'too_large: bench', 1)`, c.topic)
+			require.NoError(b, err)
+		}
+	}
+	read := func(i int) time.Duration {
+		c := cases[i]
+		q, args := fmt.Sprintf(unheldReadQuery, outbox.TableName(c.topic), 200), []any{pgx.QueryExecModeExec, 1_000_000}
+		if c.name != "unheld" {
+			q, args = outbox.RelayReadQuery(c.topic, 200), []any{pgx.QueryExecModeExec, c.topic, 1_000_000}
+		}
+		started := time.Now()
+		tx, err := bundle.db.SQL.Begin()
+		require.NoError(b, err)
+		rows, err := tx.Query(q, args...)
+		require.NoError(b, err)
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		require.NoError(b, rows.Err())
+		require.NoError(b, tx.Rollback())
+		require.Equal(b, 200, n, c.name)
+		return time.Since(started)
+	}
+	took := map[string][][]time.Duration{}
+	b.ResetTimer()
+	for _, stats := range []string{"none", "analyzed"} {
+		if stats == "analyzed" {
+			testbed.Analyze(b, bundle.db.SQL, append(tables, outbox.DeadLetterTable)...)
+		}
+		took[stats] = make([][]time.Duration, len(cases))
+		for range b.N {
+			for i := range cases {
+				took[stats][i] = append(took[stats][i], read(i))
+			}
+		}
+	}
+	b.StopTimer()
+	for stats, t := range took { // after ResetTimer, which drops reported metrics
+		base := medianMs(t[0])
+		for i, c := range cases {
+			ms := medianMs(t[i])
+			b.ReportMetric(ms, fmt.Sprintf("read-ms/%s/stats=%s", c.name, stats))
+			if i > 0 {
+				b.ReportMetric(ms/base, fmt.Sprintf("read-x/%s/stats=%s", c.name, stats))
+			}
+		}
+	}
+}
