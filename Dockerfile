@@ -19,6 +19,8 @@ FROM golang:1.26.8-bookworm@sha256:a688600ca24f8a4d3ca77f95b0dd40704a9fc787c8266
 ENV GOTOOLCHAIN=auto
 WORKDIR /src
 COPY go.mod go.sum ./
+# The contract is a Go module of its own, which go.mod replaces with its local copy.
+COPY modules/promotion/contract/go.mod modules/promotion/contract/go.sum modules/promotion/contract/
 # Fetches go.mod's toolchain into a cached layer and prints it in the build log.
 RUN go version && go mod download
 COPY . .

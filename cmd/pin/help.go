@@ -70,6 +70,7 @@ Environment:
   PIN_DATABASE_URL     PostgreSQL 15+, default postgres://postgres@127.0.0.1:5432/pin?sslmode=disable.
                        The database must exist: unreachable at start, serve exits 1. Apply the
                        migrations first (pin migrate up): until then /readyz answers 503.
+                       Several hosts, for failover: postgres://u@db-a,db-b/pin?target_session_attrs=read-write.
   PIN_KAFKA_BROKERS    required: comma-separated host:port; for a secured cluster also
                        PIN_KAFKA_SASL_* and PIN_KAFKA_TLS* (README.md, "Running in production").
   PIN_AUTH_JWT_SECRET  required: the HS256 key of the API's tokens, at least 32 bytes.

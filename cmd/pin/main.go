@@ -43,6 +43,7 @@ Usage:
   pin consumer dead-letters list [--group G] [--limit N] [--discarded]  list the consumers' dead letters, one JSON object a line
   pin consumer dead-letters replay ID...|--all  hand dead letters to their consumer again (the boost projection, in this process)
   pin consumer dead-letters discard ID... --reason TEXT  set dead letters aside for good, the reason kept
+  pin contract verify --consumer CMD --effects CMD [--brokers HOST:PORT] [--scenario NAME]... [--crash] [--timeout D]  run a consumer of the event, in any language, through the conformance kit's scenarios
   pin status [--json]                         the module's state on one screen: expiry, poison, outbox, relay leader, dead letters, consumer lag
   pin healthcheck                             exit 0 when the local server's /readyz answers 200
   pin version                                 print the version, commit and Go toolchain (also: pin --version)
@@ -89,6 +90,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		err = promotionCommand(ctx, args[1:], environ, stdout, stderr)
 	case "consumer":
 		err = consumerCommand(ctx, args[1:], environ, stdout, stderr)
+	case "contract":
+		err = contractCommand(ctx, args[1:], environ, stdout, stderr)
 	case "status":
 		err = status(ctx, args[1:], environ, stdout)
 	case "token":

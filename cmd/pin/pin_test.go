@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 	pinBin = bin
 	code := m.Run()
 	remove()
+	removeReferenceConsumer()
 	os.Exit(code)
 }
 

@@ -28,6 +28,8 @@ type platform struct {
 	db     *gorm.DB
 	// apiDB is the HTTP API's pool (postgres.APIPool); nil outside serve.
 	apiDB *gorm.DB
+	// readOnly watches both pools for a database refusing writes.
+	readOnly *postgres.ReadOnlyWatch
 }
 
 // newPlatform opens the platform; role names its pool's sessions
@@ -48,9 +50,12 @@ func newPlatform(ctx context.Context, cfg config.Config, role string, stderr io.
 	if err != nil {
 		return nil, err
 	}
+	reg := observability.NewRegistry()
+	readOnly := postgres.NewReadOnlyWatch(logger, reg)
 	db, err := postgres.OpenPool(ctx, cfg.DatabaseURL, postgres.PoolConfig{
 		ApplicationName:          postgres.ApplicationName(role),
 		IdleInTransactionTimeout: promotion.ExpireIdleInTransaction,
+		ReadOnly:                 readOnly,
 	})
 	if err != nil {
 		_ = tp.Shutdown(ctx)
@@ -61,11 +66,10 @@ func newPlatform(ctx context.Context, cfg config.Config, role string, stderr io.
 		_ = tp.Shutdown(ctx)
 		return nil, err
 	}
-	reg := observability.NewRegistry()
 	// The pool's waits are the first sign that its users (the runners, and
 	// the API outside serve) starve each other.
 	reg.MustRegister(collectors.NewDBStatsCollector(sqlDB, "pin"), build.Collector())
-	return &platform{cfg: cfg, logger: logger, reg: reg, tp: tp, db: db}, nil
+	return &platform{cfg: cfg, logger: logger, reg: reg, tp: tp, db: db, readOnly: readOnly}, nil
 }
 
 func (p *platform) close() {

@@ -81,6 +81,7 @@ func (s *server) openAPIPool(ctx context.Context) error {
 	s.sqlDB.SetMaxOpenConns(postgres.BackgroundMaxOpenConns)
 	api := postgres.APIPool
 	api.ApplicationName = postgres.ApplicationName("api")
+	api.ReadOnly = s.readOnly
 	if s.apiDB, err = postgres.OpenPool(ctx, s.cfg.DatabaseURL, api); err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func (s *server) build(ctx context.Context) error {
 	if s.ln, err = new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen on %s (PIN_HTTP_ADDR): %w", cfg.HTTPAddr, err)
 	}
-	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr, Transient: postgres.IsTransient, Propagator: otel.GetTextMapPropagator()}
+	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr, Transient: postgres.IsTransient, ReadOnly: postgres.IsReadOnly, Propagator: otel.GetTextMapPropagator()}
 	e := httpserver.New(httpCfg, s.logger, s.reg, s.tp)
 	ln := s.ln
 	s.host, err = host.New(host.Config{ShutdownTimeout: cfg.ShutdownTimeout, DrainDelay: cfg.ShutdownDrain}, e, func(ctx context.Context) error {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
@@ -39,12 +38,12 @@ func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
 		return nil, err
 	}
 	telemetry, err := ports.NewExpireTelemetry(ports.ExpireTelemetryDeps{
-		Logger: d.Logger, Registerer: d.Registerer, TracerProvider: d.TracerProvider, Store: store, Now: d.Now,
+		Logger: d.Logger, Registerer: d.Registerer, TracerProvider: d.TracerProvider,
 	})
 	if err != nil {
 		return nil, err
 	}
-	cycle, err := app.NewExpireCycle(store, cycleRecorder{ExpireTelemetry: telemetry, store: storage, logger: d.Logger}, d.Now)
+	cycle, err := app.NewExpireCycle(store, telemetry, d.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -55,34 +54,6 @@ func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
 	}
 	telemetry.RunnerStarted(runner.Interval(), time.Now())
 	return &expiry{cycle: cycle, runner: runner, settings: settings}, nil
-}
-
-// cycleRecorder observes the cycle as its telemetry does, and records each
-// finished cycle in the database for `pin status`: an instance's metrics
-// die with it, and a cycle that expired nothing leaves no event.
-type cycleRecorder struct {
-	*ports.ExpireTelemetry
-	store  *adapters.ExpireRepository
-	logger *slog.Logger
-}
-
-// Cycle implements app.ExpireObserver: the telemetry's, then the record.
-func (o cycleRecorder) Cycle(ctx context.Context, c app.ExpireCycleResult, s app.ExpireSettings) (context.Context, func(app.ExpireCycleResult, error)) {
-	ctx, end := o.ExpireTelemetry.Cycle(ctx, c, s)
-	return ctx, func(res app.ExpireCycleResult, err error) {
-		end(res, err)
-		o.record(ctx, res, err)
-	}
-}
-
-// record writes the cycle even when ctx is cancelled (a stop): it is the
-// last thing the cycle does. A failure costs only the status line.
-func (o cycleRecorder) record(ctx context.Context, c app.ExpireCycleResult, cycleErr error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := o.store.RecordCycle(ctx, c, cycleErr); err != nil {
-		o.logger.WarnContext(ctx, "expiry: last cycle not recorded", "error", err)
-	}
 }
 
 // ExpireSettingsOf maps the configuration's PIN_EXPIRE_* variables to the

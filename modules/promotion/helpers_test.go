@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -95,6 +96,9 @@ type wiring struct {
 	apiPool *postgres.PoolConfig
 	// logs receives the server's and the module's JSON logs.
 	logs io.Writer
+	// apiHost, with apiPool, puts the API pool's sessions behind a host a
+	// test can demote (URL with target_session_attrs=read-write).
+	apiHost *testbed.DatabaseHost
 	// apiDB is set by newWiredBundle from apiPool.
 	apiDB *gorm.DB
 	// publications replace the module's own topics of the event when set.
@@ -146,7 +150,11 @@ func newWiredBundle(tb testing.TB, w wiring) *testBundle {
 		pool := *w.apiPool
 		pool.Logger = w.logger()
 		pool.TracerProvider = w.tp
-		apiDB, err := postgres.OpenPool(context.Background(), db.URL, pool)
+		apiURL := db.URL
+		if w.apiHost != nil {
+			apiURL = testbed.HostListURL(tb, db.URL, []string{w.apiHost.Addr()}, url.Values{"target_session_attrs": {"read-write"}})
+		}
+		apiDB, err := postgres.OpenPool(context.Background(), apiURL, pool)
 		require.NoError(tb, err)
 		apiSQL, err := apiDB.DB()
 		require.NoError(tb, err)
@@ -158,7 +166,7 @@ func newWiredBundle(tb testing.TB, w wiring) *testBundle {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	e := httpserver.New(httpserver.Config{Transient: postgres.IsTransient}, w.logger(), w.registerer, tp)
+	e := httpserver.New(httpserver.Config{Transient: postgres.IsTransient, ReadOnly: postgres.IsReadOnly}, w.logger(), w.registerer, tp)
 	module.RegisterRoutes(e.Group(""))
 	return &testBundle{db: db, e: e, authn: authn, module: module, apiDB: w.apiDB}
 }

@@ -90,7 +90,7 @@ func newHostBundle(t *testing.T) (b *testBundle, notReady *atomic.Bool) {
 	b = newTestBundle(t)
 	logger := slog.New(slog.DiscardHandler)
 	reg := prometheus.NewRegistry()
-	b.e = httpserver.New(httpserver.Config{Transient: postgres.IsTransient}, logger, reg, noop.NewTracerProvider())
+	b.e = httpserver.New(httpserver.Config{Transient: postgres.IsTransient, ReadOnly: postgres.IsReadOnly}, logger, reg, noop.NewTracerProvider())
 	h, err := host.New(host.Config{}, b.e, nil, logger, reg)
 	require.NoError(t, err)
 	notReady = new(atomic.Bool)

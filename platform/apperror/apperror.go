@@ -121,6 +121,9 @@ const (
 	SlugMalformedRequest = "malformed-request"
 	SlugPayloadTooLarge  = "payload-too-large"
 	SlugUnavailable      = "service-unavailable"
+	// SlugDatabaseReadOnly is a write the database refused because it is
+	// read-only: a failover is under way (503, ADR 0021).
+	SlugDatabaseReadOnly = "database-read-only"
 )
 
 // Malformed builds an error for a request that cannot be parsed (bad JSON, a
@@ -141,6 +144,13 @@ func Forbidden(slug, detail string) *Error { return New(KindForbidden, slug, det
 // the log.
 func Unavailable(detail string, cause error) *Error {
 	return &Error{Kind: KindUnavailable, Slug: SlugUnavailable, Detail: detail, Err: cause}
+}
+
+// DatabaseReadOnly builds the error of a write the database refused as
+// read-only; cause stays in the log.
+func DatabaseReadOnly(cause error) *Error {
+	return &Error{Kind: KindUnavailable, Slug: SlugDatabaseReadOnly,
+		Detail: "The database takes no writes now (a failover is under way); nothing was changed. Try again later.", Err: cause}
 }
 
 // TooLarge builds an error for a request body over the limit.

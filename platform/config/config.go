@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pinmarket/pin/platform/admin"
 	"github.com/pinmarket/pin/platform/auth"
@@ -232,20 +232,40 @@ func (c Config) validateAdminAddr() error {
 }
 
 func validateDatabaseURL(raw string) error {
-	u, err := url.Parse(raw)
+	scheme, rest, _ := strings.Cut(raw, "://")
+	if scheme != "postgres" && scheme != "postgresql" {
+		return fmt.Errorf("must be a postgres:// URL, got scheme %q", scheme)
+	}
+	// pgx's own parser, not net/url: it is the one that connects, and it
+	// reads host lists net/url cannot (postgres://u@[::1]:5432,[::2]:5432/db).
+	pgCfg, err := pgconn.ParseConfig(raw)
 	if err != nil {
-		return fmt.Errorf("is not a URL: %v", err)
+		return fmt.Errorf("is not a URL pgx can use: %v", err)
 	}
-	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
-		return fmt.Errorf("must be a postgres:// URL, got scheme %q", u.Scheme)
-	}
-	if u.Host == "" {
+	authority, path, _ := strings.Cut(strings.SplitN(rest, "?", 2)[0], "/")
+	if hosts := authority[strings.LastIndex(authority, "@")+1:]; strings.Trim(hosts, ",") == "" {
 		return errors.New("must name a host (postgres://user@host:port/db)")
 	}
-	if strings.Trim(u.Path, "/") == "" {
+	if strings.Trim(path, "/") == "" {
 		return errors.New("must name a database (postgres://user@host:port/db)")
 	}
+	if manyHosts(pgCfg) && pgCfg.ValidateConnect == nil && !strings.Contains(raw, "target_session_attrs=any") {
+		// Without it pgx takes the first host that answers, which after a
+		// failover is the old primary, now read-only (ADR 0021).
+		return errors.New("lists several hosts but no target_session_attrs: add target_session_attrs=read-write so that only a writable primary is used")
+	}
 	return nil
+}
+
+// manyHosts reports whether cfg lists more than one host:port (sslmode
+// prefer repeats each one, with and without TLS).
+func manyHosts(cfg *pgconn.Config) bool {
+	for _, fb := range cfg.Fallbacks {
+		if fb.Host != cfg.Host || fb.Port != cfg.Port {
+			return true
+		}
+	}
+	return false
 }
 
 // trimList drops blanks around and between the items of a comma list.

@@ -60,6 +60,9 @@ func TestLoadRejects(t *testing.T) {
 		{"database url scheme", []string{"PIN_DATABASE_URL=mysql://x/y"}, "PIN_DATABASE_URL"},
 		{"database url malformed", []string{"PIN_DATABASE_URL=postgres://%zz"}, "PIN_DATABASE_URL"},
 		{"database url without db", []string{"PIN_DATABASE_URL=postgres://127.0.0.1:5432"}, "PIN_DATABASE_URL"},
+		{"database url without host", []string{"PIN_DATABASE_URL=postgres://u@/pin"}, "PIN_DATABASE_URL"},
+		{"database hosts without target_session_attrs", []string{"PIN_DATABASE_URL=postgres://db-a:5432,db-b:5432/pin"}, "PIN_DATABASE_URL"},
+		{"database target_session_attrs misspelt", []string{"PIN_DATABASE_URL=postgres://db-a,db-b/pin?target_session_attrs=read_write"}, "PIN_DATABASE_URL"},
 		{"short secret", []string{"PIN_AUTH_JWT_SECRET=short"}, "PIN_AUTH_JWT_SECRET"},
 		{"broker without port", []string{"PIN_KAFKA_BROKERS=localhost"}, "PIN_KAFKA_BROKERS"},
 		{"log level", []string{"PIN_LOG_LEVEL=loud"}, "PIN_LOG_LEVEL"},
@@ -82,6 +85,30 @@ func TestLoadRejects(t *testing.T) {
 			require.Contains(t, err.Error(), tt.wantVar)
 		})
 	}
+}
+
+// TestLoadAcceptsHostLists: a PIN_DATABASE_URL listing several hosts, IPv6
+// literals included, passes as pgx reads it (ADR 0021).
+func TestLoadAcceptsHostLists(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{
+		"postgres://pin:pw@db-a:5432,db-b:5433/pin?sslmode=disable&target_session_attrs=read-write",
+		"postgres://pin@[::1]:5432,[::2]:5432/pin?target_session_attrs=primary",
+		"postgresql://pin@db-a,db-b/pin?target_session_attrs=any",
+	} {
+		cfg, err := config.Load([]string{"PIN_DATABASE_URL=" + u}, 0)
+		require.NoError(t, err, u)
+		require.Equal(t, u, cfg.DatabaseURL)
+	}
+}
+
+// TestLoadDatabaseURLErrorHidesThePassword: the error of a bad URL names
+// what is wrong, without the password.
+func TestLoadDatabaseURLErrorHidesThePassword(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load([]string{"PIN_DATABASE_URL=postgres://pin:s3cret@db-a/pin?target_session_attrs=bogus"}, 0)
+	require.ErrorContains(t, err, "target_session_attrs")
+	require.NotContains(t, err.Error(), "s3cret")
 }
 
 func TestLoadAdminAddr(t *testing.T) {

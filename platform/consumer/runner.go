@@ -41,7 +41,8 @@ type Config struct {
 	// dead-lettered (default 5).
 	MaxAttempts int
 	// RetryBackoff is the wait after the first failed attempt, doubled after
-	// each further one (default 200ms); each wait is jittered (platform/backoff).
+	// each further one up to an hour (default 200ms); each wait is jittered
+	// (platform/backoff).
 	RetryBackoff time.Duration
 	// LagInterval is how often the group's lag is asked of the broker for
 	// pin_consumer_lag_records (default 15s).
@@ -245,11 +246,15 @@ func (r *Runner[B]) processBatch(ctx context.Context, msgs []*sarama.ConsumerMes
 	return nil
 }
 
+// maxRetryWait caps the doubling of RetryBackoff: MaxAttempts bounds the
+// retries, and the library needs a cap.
+const maxRetryWait = time.Hour
+
 // process applies one event in a transaction of its own, retrying while
 // Apply fails, and dead-letters it when it keeps failing, unless the
 // database is at fault.
 func (r *Runner[B]) process(ctx context.Context, rec Record, e Event[B]) error {
-	delay := r.cfg.RetryBackoff
+	waits := backoff.Doubling(r.cfg.RetryBackoff, maxRetryWait)
 	for attempt := 1; ; attempt++ {
 		outs, err := r.apply(context.WithoutCancel(ctx), []Event[B]{e})
 		if err == nil {
@@ -269,9 +274,8 @@ func (r *Runner[B]) process(ctx context.Context, rec Record, e Event[B]) error {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-time.After(backoff.Jitter(delay)):
+		case <-time.After(waits.NextBackOff()):
 		}
-		delay *= 2
 	}
 }
 

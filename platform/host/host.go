@@ -256,7 +256,7 @@ func goroutineDump() string {
 // logged, counted and restarted after a backoff that grows with failures in
 // a row and resets once the runner has stayed up for a while.
 func (h *Host) supervise(ctx context.Context, r Runner) {
-	delay := h.cfg.MinBackoff
+	waits := backoff.Doubling(h.cfg.MinBackoff, h.cfg.MaxBackoff)
 	for {
 		started := time.Now()
 		err := runSafely(ctx, r)
@@ -276,9 +276,9 @@ func (h *Host) supervise(ctx context.Context, r Runner) {
 		}
 		h.failures.WithLabelValues(r.Name(), kind).Inc()
 		if time.Since(started) > 4*h.cfg.MaxBackoff {
-			delay = h.cfg.MinBackoff
+			waits.Reset() // it had stayed up
 		}
-		wait := backoff.Jitter(delay)
+		wait := waits.NextBackOff()
 		h.logger.ErrorContext(ctx, "runner failed; restarting", "runner", r.Name(), "kind", kind, "error", err, "backoff", wait.String())
 		select {
 		case <-ctx.Done():
@@ -286,7 +286,6 @@ func (h *Host) supervise(ctx context.Context, r Runner) {
 		case <-time.After(wait):
 		}
 		h.restarts.WithLabelValues(r.Name()).Inc()
-		delay = min(2*delay, h.cfg.MaxBackoff)
 	}
 }
 

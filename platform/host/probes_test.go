@@ -31,6 +31,7 @@ func TestReadyzAnswersAReasonCodeAndLogsTheDetail(t *testing.T) {
 	}{
 		{"ready", nil, http.StatusOK, `{"status":"ready"}`},
 		{"unreachable", &postgres.NotReadyError{Reason: postgres.ReasonUnreachable, Err: detail}, http.StatusServiceUnavailable, `{"status":"not ready","reason":"database_unreachable"}`},
+		{"read-only", &postgres.NotReadyError{Reason: postgres.ReasonReadOnly, Err: detail}, http.StatusServiceUnavailable, `{"status":"not ready","reason":"database_read_only"}`},
 		{"pending", &postgres.NotReadyError{Reason: postgres.ReasonMigrationsPending, Err: detail}, http.StatusServiceUnavailable, `{"status":"not ready","reason":"migrations_pending"}`},
 		{"no reason", detail, http.StatusServiceUnavailable, `{"status":"not ready","reason":"not_ready"}`},
 	}

@@ -52,6 +52,11 @@ type Config struct {
 	// request now (postgres.IsTransient); they are answered 503 with
 	// Retry-After and logged at most once per interval. Nil: none.
 	Transient func(error) bool
+	// ReadOnly recognises a write the database refused because it is
+	// read-only (postgres.IsReadOnly); it is answered 503
+	// database-read-only with Retry-After and not logged here: the pool
+	// logs the episode once (ADR 0021). Nil: none.
+	ReadOnly func(error) bool
 	// RetryAfter is the Retry-After of a 503.
 	RetryAfter time.Duration
 	// MaxHeaderBytes caps the request line and headers (net/http's default

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v5"
+	"github.com/labstack/echo/v5/middleware"
 
 	"github.com/pinmarket/pin/platform/apperror"
 	"github.com/pinmarket/pin/platform/correlation"
@@ -24,23 +24,29 @@ const RouteUnmatched = "unmatched"
 
 const maxRequestIDLength = 128
 
-// requestID accepts a sane incoming X-Request-ID (so a caller's id follows
-// the request through our logs) or makes one, echoes it in the response and
-// puts it into the request context for logs and events.
+// requestID is Echo's RequestID: it accepts an incoming X-Request-ID (so a
+// caller's id follows the request through our logs) or makes a UUID, echoes
+// it in the response and puts it into the request context for logs and
+// events. An id saneRequestID refuses is dropped first, so a new one is
+// made: Echo's keeps any non-empty header (docs/adr/0023).
 func requestID(logger *slog.Logger) echo.MiddlewareFunc {
 	unavailableLog := &intervalLog{interval: UnavailableLogInterval}
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c *echo.Context) error {
+	ids := middleware.RequestIDWithConfig(middleware.RequestIDConfig{
+		Generator: uuid.NewString,
+		RequestIDHandler: func(c *echo.Context, id string) {
 			req := c.Request()
-			id := req.Header.Get(echo.HeaderXRequestID)
-			if !saneRequestID(id) {
-				id = uuid.NewString()
-			}
-			c.Response().Header().Set(echo.HeaderXRequestID, id)
 			c.SetRequest(req.WithContext(correlation.WithRequestID(req.Context(), id)))
 			c.Set(loggerKey, logger)
 			c.Set(unavailableLogKey, unavailableLog)
-			return next(c)
+		},
+	})
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		withID := ids(next)
+		return func(c *echo.Context) error {
+			if h := c.Request().Header; !saneRequestID(h.Get(echo.HeaderXRequestID)) {
+				h.Del(echo.HeaderXRequestID)
+			}
+			return withID(c)
 		}
 	}
 }
@@ -71,26 +77,30 @@ type panicError struct {
 
 func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 
-// recoverPanics turns a handler's panic into a 500 problem; the server and
-// the connection stay up.
+// recoverPanics is Echo's Recover, whose panic becomes a *panicError: a
+// 500 whatever the panic's value (Echo's error unwraps to it, so a panic
+// with an *apperror.Error would answer its status), logged once with the
+// stack, never in the error's text. The server and the connection stay up;
+// http.ErrAbortHandler still aborts the connection.
 func recoverPanics() echo.MiddlewareFunc {
+	recovering := middleware.RecoverWithConfig(middleware.RecoverConfig{
+		StackSize:       maxPanicStack,
+		DisableStackAll: true, // this goroutine's stack, not every one's
+	})
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c *echo.Context) (err error) {
-			defer func() {
-				r := recover()
-				if r == nil {
-					return
-				}
-				if r == http.ErrAbortHandler { //nolint:errorlint // net/http compares the sentinel the same way
-					// The handler's deliberate way to abort the connection.
-					panic(r)
-				}
-				err = &panicError{value: r, stack: debug.Stack()}
-			}()
-			return next(c)
+		h := recovering(next)
+		return func(c *echo.Context) error {
+			err := h(c)
+			if p, ok := err.(*middleware.PanicStackError); ok { //nolint:errorlint // Recover returns it as it is
+				return &panicError{value: p.Err, stack: p.Stack}
+			}
+			return err
 		}
 	}
 }
+
+// maxPanicStack bounds the stack a panic logs.
+const maxPanicStack = 64 << 10
 
 const bodyLimitKey = "pin.httpserver.body_limit"
 
@@ -115,27 +125,30 @@ func bodyLimit(limit int64) echo.MiddlewareFunc {
 	}
 }
 
-// deadline gives the request's context the handler timeout, and answers
-// 503 with Retry-After for what ran out of it or failed in a way transient
-// recognises, instead of a 500. Application errors pass as they are: a
-// use case that chose to call a lock wait a conflict keeps its 409.
+// deadline is Echo's ContextTimeout: the request's context gets the
+// handler timeout. Its error handler answers 503 with Retry-After for what
+// ran out of that time or failed in a way transient recognises, instead of
+// a 500. Application errors pass as they are: a use case that chose to call
+// a lock wait a conflict keeps its 409.
 func deadline(timeout time.Duration, transient func(error) bool, retryAfter time.Duration) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c *echo.Context) error {
+	return middleware.ContextTimeoutWithConfig(middleware.ContextTimeoutConfig{
+		Timeout: timeout,
+		ErrorHandler: func(c *echo.Context, err error) error {
 			req := c.Request()
-			ctx, cancel := context.WithTimeout(req.Context(), timeout)
-			defer cancel()
-			c.SetRequest(req.WithContext(ctx))
-			err := next(c)
-			// The error is rendered outside, where a done context would read
-			// as a client that went away.
-			c.SetRequest(req)
-			if err == nil || apperror.KindOf(err) != apperror.KindInternal {
+			// Only the timeout's own deadline ends the context with
+			// DeadlineExceeded; a client that went away cancels it.
+			ranOut := errors.Is(req.Context().Err(), context.DeadlineExceeded)
+			if ranOut {
+				// The error is rendered outside, where a done context would
+				// read as a client that went away.
+				c.SetRequest(req.WithContext(context.WithoutCancel(req.Context())))
+			}
+			if apperror.KindOf(err) != apperror.KindInternal {
 				return err
 			}
 			var unavailable *apperror.Error
 			switch {
-			case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && req.Context().Err() == nil:
+			case ranOut && errors.Is(err, context.DeadlineExceeded):
 				unavailable = apperror.Unavailable("The request ran out of time; try again later.", err)
 			case transient != nil && transient(err):
 				unavailable = apperror.Unavailable("The database is unavailable or busy; try again later.", err)
@@ -144,47 +157,42 @@ func deadline(timeout time.Duration, transient func(error) bool, retryAfter time
 			}
 			unavailable.RetryAfter = retryAfter
 			return unavailable
-		}
-	}
+		},
+	})
 }
 
-// observe renders the handler's error itself (instead of leaving it to
-// Echo after the chain) so that it sees the final status, then records the
-// request's metrics and writes the access log line.
+// observe is Echo's RequestLogger: it renders the handler's error itself
+// (HandleError) so that it sees the final status, then records the
+// request's metrics and writes the access log line. The error, rendered, is
+// not passed on, or Echo would render it again.
 func observe(logger *slog.Logger, m *httpMetrics) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c *echo.Context) error {
-			start := time.Now()
-			c.Set(rendersProblemsKey, true)
-			if err := next(c); err != nil {
-				c.Echo().HTTPErrorHandler(c, err)
-			}
-			elapsed := time.Since(start)
-
+	logged := middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		HandleError:    true,
+		BeforeNextFunc: func(c *echo.Context) { c.Set(rendersProblemsKey, true) },
+		LogLatency:     true, LogRemoteIP: true, LogMethod: true, LogStatus: true, LogResponseSize: true,
+		LogValuesFunc: func(c *echo.Context, v middleware.RequestLoggerValues) error {
 			req := c.Request()
 			ctx := req.Context()
-			method := methodLabel(req.Method)
 			route := routeLabel(c)
-			res, status := echo.ResolveResponseStatus(c.Response(), nil)
-			var size int64
-			if res != nil {
-				size = res.Size
-			}
-			m.observe(ctx, route, method, status, elapsed)
-
+			m.observe(ctx, route, methodLabel(v.Method), v.Status, v.Latency)
 			level := slog.LevelInfo
 			switch {
-			case status >= http.StatusInternalServerError:
+			case v.Status >= http.StatusInternalServerError:
 				level = slog.LevelWarn
-			case quietRoutes[route] && status < http.StatusBadRequest:
+			case quietRoutes[route] && v.Status < http.StatusBadRequest:
 				level = slog.LevelDebug
 			}
-			attrs := []any{
-				"method", req.Method, "route", route, "path", Truncate(req.URL.Path, MaxEchoedPathBytes),
-				"status", status, "duration_ms", float64(elapsed.Microseconds()) / 1000,
-				"bytes_out", size, "remote_ip", c.RealIP(),
-			}
-			logger.Log(ctx, level, "http request", attrs...)
+			logger.Log(ctx, level, "http request",
+				"method", v.Method, "route", route, "path", Truncate(req.URL.Path, MaxEchoedPathBytes),
+				"status", v.Status, "duration_ms", float64(v.Latency.Microseconds())/1000,
+				"bytes_out", max(v.ResponseSize, 0), "remote_ip", v.RemoteIP)
+			return nil
+		},
+	})
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		h := logged(next)
+		return func(c *echo.Context) error {
+			_ = h(c) // rendered by HandleError
 			return nil
 		}
 	}

@@ -2,11 +2,14 @@ package httpserver_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v5"
@@ -16,6 +19,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pinmarket/pin/platform/apperror"
 	"github.com/pinmarket/pin/platform/correlation"
 	"github.com/pinmarket/pin/platform/httpserver"
 )
@@ -49,8 +53,28 @@ func TestPanicBecomes500AndServerStaysUp(t *testing.T) {
 	logged := b.logs.Records(t, "http: internal error")
 	require.Len(t, logged, 3, "each panic is logged once")
 	require.Equal(t, "panic: nil map in handler", logged[0]["error"])
-	require.Contains(t, logged[0]["stack"], "runtime/debug.Stack")
+	require.Contains(t, logged[0]["stack"], "TestPanicBecomes500AndServerStaysUp.func1", "the stack names the panicking handler")
 	require.NotEmpty(t, logged[0]["request_id"])
+}
+
+// A panic is a 500 whatever its value: Echo's Recover returns an error that
+// unwraps to a panic's error value, which the problem handler would render
+// with that error's status (here 404); recoverPanics hides it.
+func TestPanicWithAnErrorValueIsStill500(t *testing.T) {
+	t.Parallel()
+	b := newTestBundle(t, httpserver.Config{})
+	b.e.GET("/panic", func(*echo.Context) error { panic(apperror.NotFound("thing-not-found", "no such thing")) })
+	b.e.GET("/panic-echo", func(*echo.Context) error { panic(echo.ErrNotFound) })
+	for _, path := range []string{"/panic", "/panic-echo"} {
+		rec := b.do(t, httptest.NewRequest(http.MethodGet, path, nil))
+		require.Equal(t, http.StatusInternalServerError, rec.Code, path)
+		p := decodeProblem(t, rec.Header(), rec.Body.Bytes())
+		require.Equal(t, "https://pin.dev/problems/internal", p.Type, path)
+		require.NotContains(t, rec.Body.String(), "no such thing", path)
+	}
+	logged := b.logs.Records(t, "http: internal error")
+	require.Len(t, logged, 2)
+	require.NotContains(t, logged[0]["error"], "goroutine", "the stack is its own field, not in the error")
 }
 
 func TestBodyLimit(t *testing.T) {
@@ -321,4 +345,36 @@ func unique(values []string) []string {
 		}
 	}
 	return out
+}
+
+// TestDeadlineAnswers503: a handler that runs out of its timeout answers
+// 503 with Retry-After and the request id; an application error keeps its
+// status, even one that wraps the cancellation (the request's context is
+// not taken for a client that went away); a client that went away is 499.
+func TestDeadlineAnswers503(t *testing.T) {
+	t.Parallel()
+	b := newTestBundle(t, httpserver.Config{HandlerTimeout: 20 * time.Millisecond})
+	b.e.GET("/deadline", func(c *echo.Context) error {
+		<-c.Request().Context().Done()
+		return c.Request().Context().Err()
+	})
+	b.e.GET("/conflict", func(c *echo.Context) error {
+		<-c.Request().Context().Done()
+		return &apperror.Error{Kind: apperror.KindConflict, Slug: "busy", Detail: "Held elsewhere.",
+			Err: fmt.Errorf("lock wait: %w", context.Canceled)}
+	})
+	req := httptest.NewRequest(http.MethodGet, "/deadline", nil)
+	req.Header.Set(echo.HeaderXRequestID, "deadline-1")
+	rec := b.do(t, req)
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	require.NotEmpty(t, rec.Header().Get("Retry-After"))
+	require.Equal(t, "deadline-1", decodeProblem(t, rec.Header(), rec.Body.Bytes()).RequestID)
+
+	rec = b.do(t, httptest.NewRequest(http.MethodGet, "/conflict", nil))
+	require.Equal(t, http.StatusConflict, rec.Code)
+
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec = b.do(t, httptest.NewRequestWithContext(gone, http.MethodGet, "/deadline", nil))
+	require.Equal(t, httpserver.StatusClientClosedRequest, rec.Code)
 }

@@ -148,9 +148,18 @@ func RenderProblems() echo.MiddlewareFunc {
 const rendersProblemsKey = "pin.httpserver.renders_problems"
 
 // errorHandler is the echo.HTTPErrorHandler of every server built by New.
-func errorHandler(c *echo.Context, err error) {
-	if werr := Problem(c, err); werr != nil {
-		loggerOf(c).WarnContext(c.Request().Context(), "http: write error response", "error", werr)
+// It names a write refused by a read-only database (readOnly, which may be
+// nil) whatever an inner layer made of it, since only the cause tells.
+func errorHandler(readOnly func(error) bool, retryAfter time.Duration) echo.HTTPErrorHandler {
+	return func(c *echo.Context, err error) {
+		if readOnly != nil && readOnly(err) {
+			refused := apperror.DatabaseReadOnly(err)
+			refused.RetryAfter = retryAfter
+			err = refused
+		}
+		if werr := Problem(c, err); werr != nil {
+			loggerOf(c).WarnContext(c.Request().Context(), "http: write error response", "error", werr)
+		}
 	}
 }
 
@@ -271,6 +280,8 @@ func logProblem(c *echo.Context, p ProblemDetails, cause error) {
 	ctx := c.Request().Context()
 	logger := loggerOf(c)
 	switch {
+	case p.Type == ProblemTypeBase+apperror.SlugDatabaseReadOnly:
+		// The pool's postgres.ReadOnlyWatch logs the episode once.
 	case cause != nil && p.Status == http.StatusServiceUnavailable:
 		// During an outage every request fails alike: one line per interval
 		// says so, with how many were not logged since the last one.

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v5"
 	"github.com/stretchr/testify/require"
@@ -199,4 +200,27 @@ func TestStatusOfCoversEveryKind(t *testing.T) {
 	}
 	require.Equal(t, 500, httpserver.StatusOf(apperror.Kind(99)))
 	require.False(t, strings.HasPrefix(apperror.Kind(99).String(), "internal"))
+}
+
+// TestReadOnlyDatabaseIs503DatabaseReadOnly (ADR 0021): a write the
+// database refused as read-only is 503 database-read-only with
+// Retry-After, also when the deadline already took it for transient, and
+// the server logs none of them: the pool logs the episode once.
+func TestReadOnlyDatabaseIs503DatabaseReadOnly(t *testing.T) {
+	t.Parallel()
+	refused := errors.New("cannot execute INSERT in a read-only transaction")
+	isRefused := func(err error) bool { return errors.Is(err, refused) }
+	b := newTestBundle(t, httpserver.Config{Transient: isRefused, ReadOnly: isRefused, RetryAfter: 3 * time.Second})
+	b.e.POST("/write", func(*echo.Context) error { return fmt.Errorf("purchase: %w", refused) })
+
+	for range 3 {
+		rec := b.do(t, httptest.NewRequest(http.MethodPost, "/write", nil))
+		require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+		require.Equal(t, "3", rec.Header().Get("Retry-After"))
+		p := decodeProblem(t, rec.Header(), rec.Body.Bytes())
+		require.Equal(t, httpserver.ProblemTypeBase+apperror.SlugDatabaseReadOnly, p.Type)
+		require.NotContains(t, p.Detail, "INSERT", "the cause stays out of the answer")
+	}
+	require.Empty(t, b.logs.Records(t, "http: dependency unavailable"))
+	require.Empty(t, b.logs.Records(t, "http: internal error"))
 }

@@ -49,7 +49,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, tp trace.Tr
 		// Echo's own complaints (a header written twice) join the service's log
 		// instead of its default JSON on stdout.
 		Logger:           logger,
-		HTTPErrorHandler: errorHandler,
+		HTTPErrorHandler: errorHandler(cfg.ReadOnly, cfg.RetryAfter),
 		// Trust no X-Forwarded-For/X-Real-IP: without a configured proxy they
 		// are whatever the client says.
 		IPExtractor: echo.ExtractIPDirect(),

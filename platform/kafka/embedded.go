@@ -19,6 +19,17 @@ const EmbeddedPartitions = TopicPartitions
 // `pin dev` only: the data lives in memory and is gone when close is called
 // or the process exits.
 func StartEmbedded(addr string, topics ...string) (close func(), err error) {
+	c, err := NewEmbedded(addr, topics...)
+	if err != nil {
+		return nil, err
+	}
+	return c.Close, nil
+}
+
+// NewEmbedded is StartEmbedded for a caller that steers the broker through
+// kfake's control functions (`pin contract verify --crash` watches the
+// consumer's offset commits); port 0 picks a free one (ListenAddrs).
+func NewEmbedded(addr string, topics ...string) (*kfake.Cluster, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: embedded broker address %q: %w", addr, err)
@@ -42,5 +53,5 @@ func StartEmbedded(addr string, topics ...string) (close func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: start embedded broker on %s: %w", addr, err)
 	}
-	return c.Close, nil
+	return c, nil
 }

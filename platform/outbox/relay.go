@@ -168,7 +168,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, topic := range r.cfg.Topics {
 		wg.Go(func() {
-			delay := r.cfg.ReconnectBackoff
+			waits := backoff.Doubling(r.cfg.ReconnectBackoff, r.cfg.MaxReconnectBackoff)
 			for {
 				started := time.Now()
 				err := r.relay(ctx, topic)
@@ -176,14 +176,13 @@ func (r *Relay) Run(ctx context.Context) error {
 					return
 				}
 				if time.Since(started) > time.Minute {
-					delay = r.cfg.ReconnectBackoff // it had been healthy
+					waits.Reset() // it had been healthy
 				}
-				wait := backoff.Jitter(delay)
+				wait := waits.NextBackOff()
 				r.logger.WarnContext(ctx, "outbox relay paused", "topic", topic, "err", err, "retry_in", wait)
 				if !sleep(ctx, wait) {
 					return
 				}
-				delay = min(2*delay, r.cfg.MaxReconnectBackoff)
 			}
 		})
 	}

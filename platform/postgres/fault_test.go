@@ -64,3 +64,23 @@ func TestFaultOfAnErrorThatIsNotPostgreSQLs(t *testing.T) {
 	require.Equal(t, postgres.FaultOfCaller, postgres.FaultOf(errors.New("handler refuses")))
 	require.Equal(t, postgres.FaultOfCaller, postgres.FaultOf(context.Canceled))
 }
+
+// TestTransientErrors: what the API answers 503 rather than 500. A broken
+// connection is among them (database/sql gives up with driver.ErrBadConn
+// when its retries meet only broken ones, as after a failover), a
+// read-only refusal too (ADR 0021); a refusal of the data or the caller's
+// own error is not.
+func TestTransientErrors(t *testing.T) {
+	t.Parallel()
+	for _, err := range []error{
+		&pgconn.PgError{Code: "55P03"}, &pgconn.PgError{Code: "57P01"}, &pgconn.PgError{Code: "08006"},
+		&pgconn.PgError{Code: "25006"}, pgconn.ErrReadOnlyConnection,
+		driver.ErrBadConn, pgconn.ErrConnClosed, io.ErrUnexpectedEOF,
+		&net.OpError{Op: "write", Net: "tcp", Err: errors.New("broken pipe")},
+	} {
+		require.True(t, postgres.IsTransient(fmt.Errorf("insert: %w", err)), "%v", err)
+	}
+	for _, err := range []error{&pgconn.PgError{Code: "23505"}, &pgconn.PgError{Code: "42P01"}, errors.New("handler refuses")} {
+		require.False(t, postgres.IsTransient(fmt.Errorf("insert: %w", err)), "%v", err)
+	}
+}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 
@@ -54,6 +55,8 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 const (
 	ReasonUnreachable       = "database_unreachable"
 	ReasonMigrationsPending = "migrations_pending"
+	// ReasonReadOnly: the database answers but refuses writes (ADR 0021).
+	ReasonReadOnly = "database_read_only"
 )
 
 // NotReadyError says why the database cannot serve traffic: Reason is a
@@ -71,10 +74,13 @@ func (e *NotReadyError) Unwrap() error { return e.Err }
 // ReadyReason returns the short code GET /readyz answers with.
 func (e *NotReadyError) ReadyReason() string { return e.Reason }
 
-// Ready reports whether the database is reachable and has no pending
-// migration; it backs GET /readyz. Its errors are *NotReadyError.
+// Ready reports whether the database is reachable, takes writes and has no
+// pending migration; it backs GET /readyz. Its errors are *NotReadyError.
 func Ready(ctx context.Context, db *sql.DB) error {
-	if err := db.PingContext(ctx); err != nil {
+	if err := writable(ctx, db); err != nil {
+		if IsReadOnly(err) {
+			return &NotReadyError{ReasonReadOnly, err}
+		}
 		return &NotReadyError{ReasonUnreachable, err}
 	}
 	p, err := MigrationProvider(db)
@@ -91,6 +97,26 @@ func Ready(ctx context.Context, db *sql.DB) error {
 		return &NotReadyError{ReasonMigrationsPending, errors.New("migrations are pending")}
 	}
 	return nil
+}
+
+// writable fails with pgconn.ErrReadOnlyConnection when a session of db is
+// read-only, and drops that session: the next probe gets a new one, which
+// target_session_attrs=read-write takes to a writable host, if any.
+func writable(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	var readOnly string
+	if err := conn.QueryRowContext(ctx, "SHOW transaction_read_only").Scan(&readOnly); err != nil {
+		return err
+	}
+	if readOnly != "on" {
+		return nil
+	}
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	return fmt.Errorf("the session is read-only: %w", pgconn.ErrReadOnlyConnection)
 }
 
 // EnsureDatabase creates the database named in url when it does not exist

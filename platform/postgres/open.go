@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -64,6 +65,10 @@ type PoolConfig struct {
 	// ApplicationName), unless the URL sets one; the server's default when
 	// empty.
 	ApplicationName string
+	// ReadOnly counts and logs the database refusing writes (ADR 0021);
+	// share one between a process's pools. Nil: a watch of the pool's own,
+	// logging to Logger, its counter unregistered.
+	ReadOnly *ReadOnlyWatch
 }
 
 // ApplicationName names a session in pg_stat_activity as
@@ -131,14 +136,23 @@ func OpenPool(ctx context.Context, url string, cfg PoolConfig) (*gorm.DB, error)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse database URL: %w", err)
 	}
-	connCfg.Tracer = newTracer(cfg.TracerProvider)
+	// A connection refused as read-only is counted and dropped before its
+	// next use (ADR 0021): its replacement goes through
+	// target_session_attrs to a writable host.
+	readOnly := cfg.ReadOnly
+	if readOnly == nil {
+		readOnly = NewReadOnlyWatch(cfg.Logger, nil)
+	}
+	connCfg.OnPgError = readOnly.onPgError(connCfg.OnPgError)
+	connCfg.ValidateConnect = readOnly.validateConnect(connCfg.ValidateConnect)
+	connCfg.Tracer = multitracer.New(newTracer(cfg.TracerProvider), readOnly)
 	// A cancelled context cancels the statement on the server (pgx's default
 	// only closes the socket): a backend waiting on a lock does not notice
 	// that its client is gone, and would hold its row locks until it got one.
 	connCfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelWait}
 	}
-	db, err := gorm.Open(gormpostgres.New(gormpostgres.Config{Conn: stdlib.OpenDB(*connCfg)}), &gorm.Config{
+	db, err := gorm.Open(gormpostgres.New(gormpostgres.Config{Conn: stdlib.OpenDB(*connCfg, stdlib.OptionResetSession(resetSession))}), &gorm.Config{
 		PrepareStmt:          false,
 		DisableAutomaticPing: true,
 		NowFunc:              func() time.Time { return time.Now().UTC() },
@@ -195,16 +209,17 @@ func withSessionParams(dsn string, cfg PoolConfig) (string, error) {
 		return dsn, nil
 	}
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
+		// Only the query is rewritten: net/url cannot parse every host list
+		// pgx can (postgres://[::1]:5432,[::2]:5432/db, ADR 0021).
+		base, query, _ := strings.Cut(dsn, "?")
+		q, err := url.ParseQuery(query)
 		if err != nil {
 			return "", fmt.Errorf("postgres: parse database URL: %w", err)
 		}
-		q := u.Query()
 		for k, v := range params {
 			q.Set(k, v)
 		}
-		u.RawQuery = q.Encode()
-		return u.String(), nil
+		return base + "?" + q.Encode(), nil
 	}
 	for _, k := range slices.Sorted(maps.Keys(params)) {
 		dsn += " " + k + "=" + params[k]
@@ -213,16 +228,24 @@ func withSessionParams(dsn string, cfg PoolConfig) (string, error) {
 }
 
 // Redact returns the database URL with its password replaced, for logs and
-// error messages.
+// error messages. It reads the URL's text rather than parsing it, so that a
+// host list net/url refuses (postgres://u:pw@[::1]:5432,[::2]:5432/db)
+// keeps its password out of a log too.
 func Redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
+	scheme, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
 		return dsn
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	authority := rest[:strings.IndexAny(rest+"/", "/?")]
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return dsn
 	}
-	return u.String()
+	user, _, hasPassword := strings.Cut(authority[:at], ":")
+	if !hasPassword {
+		return dsn
+	}
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
 
 // IsUnavailable reports whether err means the server could not be reached
@@ -234,11 +257,13 @@ func IsUnavailable(err error) bool {
 
 // IsTransient reports whether err means the database could not serve the
 // statement now, though the same statement may succeed later: the server is
-// unreachable or refuses connections, is shutting down, or a lock or
-// statement timeout ended the statement. A caller answers 503 with
-// Retry-After rather than 500.
+// unreachable or refuses connections, is shutting down or read-only
+// (IsReadOnly), the connection broke (database/sql gives up with
+// driver.ErrBadConn when its retries all meet broken ones, as after a
+// failover), or a lock or statement timeout ended the statement. A caller
+// answers 503 with Retry-After rather than 500.
 func IsTransient(err error) bool {
-	if IsUnavailable(err) {
+	if IsUnavailable(err) || IsReadOnly(err) || isConnectionFault(err) {
 		return true
 	}
 	var pgErr *pgconn.PgError

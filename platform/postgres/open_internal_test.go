@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -53,4 +55,27 @@ func TestApplicationNameNamesInstanceAndRole(t *testing.T) {
 	got, err = withSessionParams("postgres://u@h/db?application_name=mine", PoolConfig{ApplicationName: "pin/h-1/api"})
 	require.NoError(t, err)
 	require.Equal(t, "postgres://u@h/db?application_name=mine&jit=off&timezone=UTC", got)
+}
+
+// TestHostListsSurviveTheURLRewrites: a URL that lists several hosts
+// (ADR 0021), IPv6 literals included, which net/url cannot parse, keeps its
+// hosts and target_session_attrs through the session parameters and pgx's
+// parser, and its password out of Redact.
+func TestHostListsSurviveTheURLRewrites(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		"postgres://u:secret@db-a:5432,db-b:5433/pin?sslmode=disable&target_session_attrs=read-write",
+		"postgres://u:secret@[::1]:5432,[::2]:5433/pin?sslmode=disable&target_session_attrs=read-write",
+	} {
+		got, err := withSessionParams(in, APIPool)
+		require.NoError(t, err)
+		cfg, err := pgx.ParseConfig(got)
+		require.NoError(t, err, got)
+		require.Len(t, cfg.Fallbacks, 1, got)
+		require.Equal(t, uint16(5433), cfg.Fallbacks[0].Port)
+		require.NotNil(t, cfg.ValidateConnect, "target_session_attrs=read-write is kept")
+		require.Equal(t, "5000", cfg.RuntimeParams["statement_timeout"])
+		require.NotContains(t, Redact(in), "secret")
+		require.Contains(t, Redact(in), "u:xxxxx@")
+	}
 }

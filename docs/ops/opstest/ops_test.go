@@ -64,6 +64,7 @@ var plannedMetrics = []string{
 	"pin_consumer_database_faults_total",
 	"pin_consumer_lag_records", // for the not-consuming alert (ADR 0020)
 	"pin_kafka_topic_partitions",
+	"pin_database_read_only_refusals_total", // for the read-only alert (ADR 0021)
 }
 
 // TestPromtool runs `promtool check rules` and the unit tests of the alerts.
@@ -132,6 +133,7 @@ func TestAlertRules(t *testing.T) {
 		"PromotionConsumerNotConsuming",
 		"PromotionKafkaTopicMisconfigured",
 		"PromotionOutboxNoActiveRelay",
+		"PromotionDatabaseReadOnly",
 	}, names)
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
-	"github.com/pinmarket/pin/platform/schemacompattest"
+	"github.com/pinmarket/pin/modules/promotion/contract/internal/schemacompattest"
 )
 
 // releasedRoot holds every released revision of the contract, one

@@ -14,14 +14,30 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
-	"github.com/pinmarket/pin/platform/testbed"
 )
 
-// newLogCapture is a logger whose records a test can read back.
-func newLogCapture(tb testing.TB) (*slog.Logger, *testbed.LogBuffer) {
+// newLogCapture is a logger whose records a test can read back. The
+// contract is a Go module of its own and imports nothing of the service
+// (platform/testbed's LogBuffer included), so this small sink is its own.
+func newLogCapture(tb testing.TB) (*slog.Logger, *logCapture) {
 	tb.Helper()
-	c := &testbed.LogBuffer{}
-	return slog.New(slog.NewJSONHandler(c, nil)), c
+	c := &logCapture{}
+	return slog.New(slog.NewJSONHandler(&c.buf, nil)), c
+}
+
+// logCapture holds JSON log lines of one goroutine.
+type logCapture struct{ buf bytes.Buffer }
+
+// All returns every record written so far, in order.
+func (c *logCapture) All(tb testing.TB) []map[string]any {
+	tb.Helper()
+	var out []map[string]any
+	for line := range strings.Lines(c.buf.String()) {
+		var rec map[string]any
+		require.NoError(tb, json.Unmarshal([]byte(line), &rec), line)
+		out = append(out, rec)
+	}
+	return out
 }
 
 // requireEnvelopesEqual compares envelopes, amounts by value.

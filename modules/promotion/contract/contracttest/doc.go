@@ -21,8 +21,14 @@
 //		})
 //	}
 //
-// Each scenario uses purchases and targets of its own, so one consumer (one
-// database) serves every scenario and no state needs resetting. Billing and
+// The scenarios are data, in package scenarios (one JSON file each), which
+// `pin contract verify` also runs against a consumer process in any
+// language (docs/adr/0022-conformance-kit-as-a-black-box.md). Effects are
+// matched by purchase, status and version; a refund is an effect of kind
+// KindReversal and must follow the charge it undoes. Each scenario uses
+// purchases and targets of its own, with fresh ids each run, so one
+// consumer (one database) serves every scenario and no state needs
+// resetting. Billing and
 // Notifier are two reference consumers written from the contract alone;
 // docs/consuming-the-event.md is the page a team reads first.
 //

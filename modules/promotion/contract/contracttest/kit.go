@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/contract/scenarios"
 )
 
 // Handler is the consumer under test as its Kafka client calls it: one
@@ -19,15 +20,6 @@ import (
 // saying why. Either way the kit goes on with the next record, as a
 // partition does.
 type Handler func(ctx context.Context, r contract.Record) error
-
-// Effect is one side effect of the consumer: an invoice issued, a notice
-// sent, for the purchase, on an event of that status.
-type Effect struct {
-	// PurchaseID is the purchase the effect is about.
-	PurchaseID uuid.UUID
-	// Status is the status of the event the consumer acted on.
-	Status contract.Status
-}
 
 // Observation is what the consumer did so far, as its team reads it back
 // from its own store. The kit looks only at the purchases and targets of the
@@ -50,9 +42,10 @@ type Consumer struct {
 	Handle Handler
 	// Observe reads back what the consumer did (required).
 	Observe func(ctx context.Context) (Observation, error)
-	// EffectOn lists the statuses whose transition makes a side effect:
-	// billing, Active; notifications, Active, Cancelled and Expired; none
-	// for a projection.
+	// EffectOn lists the statuses whose transition makes a side effect
+	// that must happen: billing, Active; notifications, Active, Cancelled
+	// and Expired; none for a projection. A reversal (a refund) is never
+	// required, whatever its status: only held behind what it undoes.
 	EffectOn []contract.Status
 	// TargetKinds are the target kinds a projection handles (catalog:
 	// Project and PropertyObject; news: Post); nil means the three of
@@ -91,7 +84,7 @@ func Run(t *testing.T, c Consumer) {
 func Check(ctx context.Context, c Consumer, scenarios ...Scenario) []Failure {
 	var out []Failure
 	for _, s := range scenarios {
-		for _, msg := range s.run(ctx, c) {
+		for _, msg := range run(ctx, s, c) {
 			out = append(out, Failure{Scenario: s.Name, Message: msg})
 		}
 	}
@@ -99,25 +92,26 @@ func Check(ctx context.Context, c Consumer, scenarios ...Scenario) []Failure {
 }
 
 // run delivers the scenario's records and checks what the consumer did.
-func (s Scenario) run(ctx context.Context, c Consumer) []string {
+func run(ctx context.Context, s Scenario, c Consumer) []string {
 	var fails []string
-	for _, d := range s.deliveries {
-		err := c.Handle(ctx, d.record)
+	for _, r := range s.Records {
+		err := c.Handle(ctx, r.Record())
 		switch {
-		case d.refuse == nil && err != nil:
-			fails = append(fails, fmt.Sprintf("refused %s, which the contract admits: %v", d.what, err))
-		case d.refuse != nil && err == nil:
-			fails = append(fails, fmt.Sprintf("acknowledged %s: it must be refused (dead-lettered)", d.what))
-		case d.refuse != nil && !names(err, d.refuse):
+		case r.Refuse == nil && err != nil:
+			fails = append(fails, fmt.Sprintf("refused %s, which the contract admits: %v", r.What, err))
+		case r.Refuse != nil && err == nil:
+			fails = append(fails, fmt.Sprintf("acknowledged %s: it must be refused (dead-lettered)", r.What))
+		case r.Refuse != nil && !names(err, r.Refuse.Naming):
 			fails = append(fails, fmt.Sprintf("refused %s, but the error does not name the rule it broke (%s): %v",
-				d.what, strings.Join(d.refuse, " or "), err))
+				r.What, strings.Join(r.Refuse.Naming, " or "), err))
 		}
 	}
 	obs, err := c.Observe(ctx)
 	if err != nil {
 		return append(fails, fmt.Sprintf("observe: %v", err))
 	}
-	return append(fails, s.expect().verify(c, obs)...)
+	fails = append(fails, scenarios.Judge(s, obs.Effects, func(st contract.Status) bool { return slices.Contains(c.EffectOn, st) })...)
+	return append(fails, expect(s).verify(c, obs)...)
 }
 
 // names reports whether err names one of the rules (none: any error does).

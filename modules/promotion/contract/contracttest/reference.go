@@ -19,15 +19,16 @@ import (
 // same: the dedupe entry, the version and the effect are stored together.
 
 // Billing is a billing-style consumer: it deduplicates by messageId alone,
-// as the contract says billing does, and issues one invoice per Active
-// purchase.
+// as the contract says billing does, issues one invoice per Active
+// purchase, and refunds it (a reversal) when the purchase is cancelled.
 type Billing struct {
 	// Logger receives the contract's warnings; slog.Default() when nil.
 	Logger *slog.Logger
 
 	mu       sync.Mutex
 	seen     map[uuid.UUID]bool
-	invoices []Effect
+	invoiced map[uuid.UUID]bool
+	invoices []Effect // and refunds, in the order made
 }
 
 // Handle is the Handler of Billing.
@@ -42,16 +43,24 @@ func (b *Billing) Handle(_ context.Context, r contract.Record) error {
 		return nil // a redelivery: invoiced already, or not to be invoiced
 	}
 	if b.seen == nil {
-		b.seen = map[uuid.UUID]bool{}
+		b.seen, b.invoiced = map[uuid.UUID]bool{}, map[uuid.UUID]bool{}
 	}
 	b.seen[e.MessageID] = true
-	if e.Payload.Status == contract.StatusActive {
-		b.invoices = append(b.invoices, Effect{PurchaseID: e.Payload.PurchaseID, Status: e.Payload.Status})
+	p := e.Payload
+	switch {
+	case p.Status == contract.StatusActive:
+		b.invoiced[p.PurchaseID] = true
+		b.invoices = append(b.invoices, Effect{PurchaseID: p.PurchaseID, Status: p.Status, Version: p.Version})
+	case p.Status == contract.StatusCancelled && b.invoiced[p.PurchaseID]:
+		b.invoiced[p.PurchaseID] = false
+		b.invoices = append(b.invoices, Effect{PurchaseID: p.PurchaseID, Status: p.Status, Version: p.Version, Kind: KindReversal})
 	}
 	return nil
 }
 
-// Consumer returns b as the kit drives it: an effect on Active.
+// Consumer returns b as the kit drives it: an effect on Active; its
+// reversal on Cancelled is never required (a purchase whose activation
+// never came has nothing to refund), only held behind the invoice.
 func (b *Billing) Consumer() Consumer {
 	return Consumer{Handle: b.Handle, EffectOn: []contract.Status{contract.StatusActive},
 		Observe: func(context.Context) (Observation, error) {
@@ -100,7 +109,7 @@ func (n *Notifier) Handle(_ context.Context, r contract.Record) error {
 	}
 	n.versions[p.PurchaseID] = p.Version
 	if notified[p.Status] {
-		n.notices = append(n.notices, Effect{PurchaseID: p.PurchaseID, Status: p.Status})
+		n.notices = append(n.notices, Effect{PurchaseID: p.PurchaseID, Status: p.Status, Version: p.Version})
 	}
 	return nil
 }

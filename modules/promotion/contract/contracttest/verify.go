@@ -3,12 +3,15 @@ package contracttest
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/contract/scenarios"
 )
 
 // expectation is what the contract promises after a scenario's records.
@@ -18,104 +21,65 @@ type expectation struct {
 	targets   []contract.Target // every target any record named
 }
 
-// history is what a consumer had to apply of one purchase.
+// history is what a projection had to apply of one purchase.
 type history struct {
 	label string
 	id    uuid.UUID
-	// versions are the statuses of the events it had to acknowledge, with
-	// their versions (one status per transition of a purchase).
-	versions map[contract.Status]int64
-	// due are the transitions delivered, as such, before any later one of
-	// the purchase: their side effect must happen. A transition seen first
-	// after a later one, or only in a snapshot, may act once or not at all.
-	due map[contract.Status]bool
 	// latest is the payload of the highest version it had to apply; nil
 	// when none.
 	latest *contract.PurchaseChanged
 }
 
-// expect works out the promises from the deliveries.
-func (s Scenario) expect() expectation {
+// expect works out what a projection must hold after the records.
+func expect(s Scenario) expectation {
 	x := expectation{byID: map[uuid.UUID]*history{}}
 	seenTarget := map[contract.Target]bool{}
-	for _, d := range s.deliveries {
-		if d.event == nil {
+	for _, r := range s.Records {
+		if r.Event == nil {
 			continue
 		}
-		p := d.event.Payload
-		for _, t := range p.Targets {
+		var named struct {
+			Payload struct {
+				Targets []contract.Target `json:"targets"`
+			} `json:"payload"`
+		}
+		_ = json.Unmarshal(r.Record().Value, &named) // a value that is no event names no target
+		for _, t := range named.Payload.Targets {
 			if !seenTarget[t] && t.TargetID != uuid.Nil {
 				seenTarget[t] = true
 				x.targets = append(x.targets, t)
 			}
 		}
-		h := x.byID[p.PurchaseID]
+		id := r.Event.PurchaseID
+		h := x.byID[id]
 		if h == nil {
-			h = &history{label: cmp.Or(s.labels[p.PurchaseID], "purchase "+p.PurchaseID.String()), id: p.PurchaseID, versions: map[contract.Status]int64{}, due: map[contract.Status]bool{}}
-			x.byID[p.PurchaseID] = h
+			h = &history{label: s.Label(id), id: id}
+			x.byID[id] = h
 			x.purchases = append(x.purchases, h)
 		}
-		if d.refuse != nil {
+		if r.Refuse != nil {
 			continue
 		}
-		h.versions[p.Status] = p.Version
-		if h.latest == nil || p.Version > h.latest.Version {
-			h.due[p.Status] = !d.snapshot
+		e, err := contract.Decode(r.Record().Value, quiet)
+		if err != nil {
+			panic(fmt.Sprintf("contracttest: scenario %s: %s: %v", s.Name, r.What, err)) // an admitted record decodes
+		}
+		if p := e.Payload; h.latest == nil || p.Version > h.latest.Version {
 			h.latest = &p
 		}
 	}
 	return x
 }
 
-// verify checks the observation against the promises: each transition's
-// side effect once (and the due ones at all), none for a record that had to
-// be refused, never an older one after a newer one; a projection holding
-// each purchase as its latest event says, each boost counted once.
+// quiet takes the warnings of decoding a scenario's own records.
+var quiet = slog.New(slog.DiscardHandler)
+
+// verify checks what a projection holds against the promises (its effects
+// are JudgeEffects'): each purchase as its latest event says, each boost
+// counted once.
 func (x expectation) verify(c Consumer, obs Observation) []string {
 	var fails []string
 	fail := func(format string, args ...any) { fails = append(fails, fmt.Sprintf(format, args...)) }
-
-	type key struct {
-		id     uuid.UUID
-		status contract.Status
-	}
-	counts := map[key]int{}
-	last := map[uuid.UUID]int64{}
-	for _, e := range obs.Effects {
-		h := x.byID[e.PurchaseID]
-		if h == nil {
-			continue // another scenario's
-		}
-		v, ok := h.versions[e.Status]
-		if !ok {
-			fail("made a side effect for %s %s, which no record it had to acknowledge carries", h.label, e.Status)
-			continue
-		}
-		counts[key{h.id, e.Status}]++
-		if v < last[h.id] {
-			fail("went backwards: a side effect for %s %s (version %d) after one for version %d", h.label, e.Status, v, last[h.id])
-		}
-		last[h.id] = max(last[h.id], v)
-	}
-	effectOn := map[contract.Status]bool{}
-	for _, s := range c.EffectOn {
-		effectOn[s] = true
-	}
-	for _, h := range x.purchases {
-		statuses := make([]contract.Status, 0, len(h.versions))
-		for s := range h.versions {
-			statuses = append(statuses, s)
-		}
-		slices.SortFunc(statuses, func(a, b contract.Status) int { return cmp.Compare(h.versions[a], h.versions[b]) })
-		for _, s := range statuses {
-			switch n := counts[key{h.id, s}]; {
-			case n > 1:
-				fail("the side effect for %s %s (version %d) happened %d times; the contract promises once", h.label, s, h.versions[s], n)
-			case n == 0 && h.due[s] && effectOn[s]:
-				fail("the side effect for %s %s (version %d) never happened", h.label, s, h.versions[s])
-			}
-		}
-	}
 
 	handled := map[contract.TargetKind]bool{contract.TargetProject: true, contract.TargetPropertyObject: true, contract.TargetPost: true}
 	if c.TargetKinds != nil {
@@ -169,35 +133,40 @@ func (x expectation) verify(c Consumer, obs Observation) []string {
 }
 
 // CheckDelivered checks what c did after a real pipeline delivered the
-// transitions made — the events as the producer wrote them — each at least
-// once and in order per purchase, with whatever redeliveries came between
-// (relay resends, snapshots, dead-letter replays). The test fed the consumer
-// from the topic itself, so c.Handle is not called. It returns the promises
-// broken, under the scenario name "pipeline".
+// transitions made — the events as the producer wrote them, each at least
+// once and in version order per purchase (a dead-lettered event waits for
+// its replay, and its purchase's later events behind it), with whatever
+// redeliveries came between (relay resends, snapshots, dead-letter
+// replays). It judges them as a scenario whose records are the transitions
+// made, in order: every transition due, its effect once. The test fed the
+// consumer from the topic itself, so c.Handle is not called. It returns
+// the promises broken, under the scenario name "pipeline".
 func CheckDelivered(ctx context.Context, c Consumer, made []contract.Envelope) []Failure {
-	x := expectation{byID: map[uuid.UUID]*history{}}
+	s := scenarios.Scenario{Name: "pipeline"}
+	known := map[uuid.UUID]bool{}
 	for _, e := range made {
-		p := e.Payload
-		h := x.byID[p.PurchaseID]
-		if h == nil {
-			h = &history{label: "purchase " + p.PurchaseID.String(), id: p.PurchaseID,
-				versions: map[contract.Status]int64{}, due: map[contract.Status]bool{}}
-			x.byID[p.PurchaseID] = h
-			x.purchases = append(x.purchases, h)
-			x.targets = append(x.targets, p.Targets...)
+		if !known[e.Payload.PurchaseID] {
+			known[e.Payload.PurchaseID] = true
+			s.Purchases = append(s.Purchases, scenarios.Purchase{ID: e.Payload.PurchaseID})
 		}
-		h.versions[p.Status], h.due[p.Status] = p.Version, true
-		if h.latest == nil || p.Version > h.latest.Version {
-			h.latest = &p
+		value, err := contract.Marshal(e)
+		if err != nil {
+			return []Failure{{Scenario: s.Name, Message: fmt.Sprintf("encode a transition made: %v", err)}}
 		}
+		s.Records = append(s.Records, scenarios.ScenarioRecord{Key: e.AggregateID.String(), Value: string(value),
+			Event: &scenarios.EventRef{PurchaseID: e.Payload.PurchaseID, Status: e.Payload.Status, Version: e.Payload.Version}})
 	}
+	slices.SortStableFunc(s.Records, func(a, b scenarios.ScenarioRecord) int { return cmp.Compare(a.Event.Version, b.Event.Version) })
+	s.Effects = scenarios.AllowedEffects(s.Records)
+	x := expect(s)
 	obs, err := c.Observe(ctx)
 	if err != nil {
-		return []Failure{{Scenario: "pipeline", Message: fmt.Sprintf("observe: %v", err)}}
+		return []Failure{{Scenario: s.Name, Message: fmt.Sprintf("observe: %v", err)}}
 	}
+	fails := scenarios.Judge(s, obs.Effects, func(st contract.Status) bool { return slices.Contains(c.EffectOn, st) })
 	var out []Failure
-	for _, msg := range x.verify(c, obs) {
-		out = append(out, Failure{Scenario: "pipeline", Message: msg})
+	for _, msg := range append(fails, x.verify(c, obs)...) {
+		out = append(out, Failure{Scenario: s.Name, Message: msg})
 	}
 	return out
 }

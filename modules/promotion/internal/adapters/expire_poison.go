@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
-	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 )
 
 // RememberPoison implements app.ExpireTx in promotion.expire_poison: one
@@ -39,16 +38,3 @@ const rememberPoison = `INSERT INTO promotion.expire_poison AS x
 SELECT v.id, 1, v.err, @as_of, @as_of FROM unnest(@ids::uuid[], @errors::text[]) AS v(id, err)
 ON CONFLICT (purchase_id) DO UPDATE
 SET failures = x.failures + 1, last_error = EXCLUDED.last_error, last_attempt_at = EXCLUDED.last_attempt_at`
-
-// CountPoison implements app.ExpireStore: the known poison purchases that
-// are still Active (a cancelled one is no longer the job's concern).
-func (r *ExpireRepository) CountPoison(ctx context.Context) (int, error) {
-	var n int64
-	err := r.db.WithContext(ctx).Table(expirePoisonTable+" AS x").
-		Joins("JOIN "+purchasesTable+" AS p ON p.id = x.purchase_id").
-		Where("p.status = ?", string(domain.StatusActive)).Count(&n).Error
-	if err != nil {
-		return 0, fmt.Errorf("count poison purchases: %w", err)
-	}
-	return int(n), nil
-}

@@ -198,15 +198,21 @@ func (t *expireTx) transition(ex app.Expiry) transition {
 		event: t.events[ex.Purchase.ID()].last}
 }
 
-// CountDue implements app.ExpireStore. It is an index-only count on the
-// partial index promotion_purchases_expiry_idx, cheap at the job's volume
-// (1-10k Active purchases).
-func (r *ExpireRepository) CountDue(ctx context.Context, asOf time.Time) (int, error) {
-	var n int64
-	err := r.db.WithContext(ctx).Model(&purchaseModel{}).
-		Where("status = ? AND ends_at <= ?", string(domain.StatusActive), asOf).Count(&n).Error
+// CountBacklog implements app.ExpireBatchStorage by countBacklog, after
+// each cycle (not at every scrape).
+func (r *ExpireRepository) CountBacklog(ctx context.Context, asOf time.Time) (app.ExpireBacklog, error) {
+	var due, poison int
+	err := r.db.WithContext(ctx).Raw(countBacklog, map[string]any{"as_of": asOf}).Row().Scan(&due, &poison)
 	if err != nil {
-		return 0, fmt.Errorf("count due purchases: %w", err)
+		return app.ExpireBacklog{}, fmt.Errorf("count the expiry's backlog: %w", err)
 	}
-	return int(n), nil
+	return app.ExpireBacklog{Due: due - poison, Poison: poison}, nil
 }
+
+// countBacklog counts the Active purchases due as of @as_of (index-only on
+// the partial promotion_purchases_expiry_idx, cheap at the job's 1-10k
+// Active purchases), and those of them known as poison (a few, by key).
+const countBacklog = `SELECT
+	(SELECT count(*) FROM promotion.promotion_purchases WHERE status = 'Active' AND ends_at <= @as_of),
+	(SELECT count(*) FROM promotion.expire_poison x JOIN promotion.promotion_purchases p ON p.id = x.purchase_id
+		WHERE p.status = 'Active' AND p.ends_at <= @as_of)`

@@ -234,7 +234,8 @@ func TestExpirePoisonWithoutTargets(t *testing.T) {
 	require.EqualValues(t, 1, b.metric(t, "promotion_expire_items_total", "outcome", "failed"))
 	require.EqualValues(t, 2, b.metric(t, "promotion_expire_items_total", "outcome", "expired"))
 	require.EqualValues(t, 1, b.metric(t, "promotion_expire_errors_total"))
-	require.EqualValues(t, 1, b.metric(t, "promotion_expire_backlog"), "the poison item is still due")
+	require.EqualValues(t, 0, b.metric(t, "promotion_expire_backlog"), "known poison is counted apart from the due work")
+	require.EqualValues(t, 1, b.metric(t, "promotion_expire_poison_purchases"), "the poison item is still due")
 
 	// The next cycle tries it again.
 	again := b.run(t, 200, 1)
@@ -739,21 +740,25 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	require.EqualValues(t, poisonN-1, b.metric(t, "promotion_expire_poison_purchases"))
 }
 
-// The backlog gauge is counted at scrape time, not by the cycle: with no cycle
-// running (the job stopped), it grows as purchases fall due, so the
-// backlog alert can see a stuck job.
-func TestExpireBacklogGaugeGrowsWithJobStopped(t *testing.T) {
+// The backlog gauge is the last cycle's count, not a query per scrape: 0
+// before any cycle, then what the cycle left, unchanged by purchases that
+// fall due while no cycle runs (PromotionExpireJobNotRunning tells a
+// stopped job), and less by ExpiredCount after the next.
+func TestExpireBacklogGaugeIsTheLastCyclesCount(t *testing.T) {
 	t.Parallel()
 	b := newExpireBundle(t)
-	require.Zero(t, b.metric(t, "promotion_expire_backlog"))
-	b.insertDue(t, 3)
-	require.EqualValues(t, 3, b.metric(t, "promotion_expire_backlog"))
-	b.insertDue(t, 4)
-	require.EqualValues(t, 7, b.metric(t, "promotion_expire_backlog"))
+	b.insertDue(t, 7)
 	b.insertPurchases(t, 2, promotiontest.Purchases{}) // not due yet
-	require.EqualValues(t, 7, b.metric(t, "promotion_expire_backlog"))
+	require.Zero(t, b.metric(t, "promotion_expire_backlog"), "no cycle has counted yet")
 
-	res := b.run(t, 200, 1)
-	require.Equal(t, 7, res.Expired)
+	first := b.run(t, 3, 1)
+	require.Equal(t, 3, first.Expired)
+	require.Equal(t, &app.ExpireBacklog{Due: 4}, first.Backlog)
+	require.EqualValues(t, 4, b.metric(t, "promotion_expire_backlog"))
+	b.insertDue(t, 5)
+	require.EqualValues(t, 4, b.metric(t, "promotion_expire_backlog"), "a scrape runs no query")
+
+	rest := b.run(t, 200, 1)
+	require.Equal(t, 9, rest.Expired)
 	require.Zero(t, b.metric(t, "promotion_expire_backlog"), "less by ExpiredCount")
 }

@@ -13,7 +13,7 @@ import (
 // ExpiryStatus is the expiry job's state as `pin status` shows it.
 type ExpiryStatus struct {
 	// Backlog is the Active purchases whose EndsAt has passed, poison
-	// included: promotion_expire_backlog.
+	// included (promotion_expire_backlog leaves poison out).
 	Backlog int `json:"backlog"`
 	// OldestDueEndsAt is the EndsAt of the longest-waiting of them; null
 	// when there is none.
@@ -39,9 +39,9 @@ type LastCycle struct {
 	Error string `json:"error,omitempty"`
 }
 
-// RecordCycle keeps c, ended by cycleErr (nil: completed), as the last
-// cycle: the one row of promotion.expire_last_cycle (migration 00010) is
-// whichever instance's cycle finished last.
+// RecordCycle implements app.ExpireBatchStorage: the one row of
+// promotion.expire_last_cycle (migration 00010) is whichever instance's
+// cycle finished last.
 func (r *ExpireRepository) RecordCycle(ctx context.Context, c app.ExpireCycleResult, cycleErr error) error {
 	var errText *string
 	if cycleErr != nil {

@@ -19,10 +19,10 @@ type ExpireBatchStorage interface {
 	// (ADR 0014): it commits when fn returns nil; fn's error, or any
 	// other, rolls it back whole and is returned.
 	InBatch(ctx context.Context, fn func(ExpireTx) error) error
-	// CountDue is ExpireStore's.
-	CountDue(ctx context.Context, asOf time.Time) (int, error)
-	// CountPoison is ExpireStore's.
-	CountPoison(ctx context.Context) (int, error)
+	// CountBacklog is ExpireStore's.
+	CountBacklog(ctx context.Context, asOf time.Time) (ExpireBacklog, error)
+	// RecordCycle is ExpireStore's.
+	RecordCycle(ctx context.Context, c ExpireCycleResult, cycleErr error) error
 }
 
 // ExpireTx is one batch's transaction.
@@ -108,14 +108,14 @@ func NewExpireBatches(storage ExpireBatchStorage) (*ExpireBatches, error) {
 	return &ExpireBatches{storage: storage}, nil
 }
 
-// CountDue implements ExpireStore.
-func (e *ExpireBatches) CountDue(ctx context.Context, asOf time.Time) (int, error) {
-	return e.storage.CountDue(ctx, asOf)
+// CountBacklog implements ExpireStore.
+func (e *ExpireBatches) CountBacklog(ctx context.Context, asOf time.Time) (ExpireBacklog, error) {
+	return e.storage.CountBacklog(ctx, asOf)
 }
 
-// CountPoison implements ExpireStore.
-func (e *ExpireBatches) CountPoison(ctx context.Context) (int, error) {
-	return e.storage.CountPoison(ctx)
+// RecordCycle implements ExpireStore.
+func (e *ExpireBatches) RecordCycle(ctx context.Context, c ExpireCycleResult, cycleErr error) error {
+	return e.storage.RecordCycle(ctx, c, cycleErr)
 }
 
 // ExpireBatch implements ExpireStore. Every poison check (transition,

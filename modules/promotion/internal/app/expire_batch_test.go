@@ -42,9 +42,11 @@ func (m *memoryBatch) InBatch(_ context.Context, fn func(app.ExpireTx) error) er
 	return nil
 }
 
-func (m *memoryBatch) CountDue(context.Context, time.Time) (int, error) { return 0, nil }
+func (m *memoryBatch) CountBacklog(context.Context, time.Time) (app.ExpireBacklog, error) {
+	return app.ExpireBacklog{}, nil
+}
 
-func (m *memoryBatch) CountPoison(context.Context) (int, error) { return 0, nil }
+func (m *memoryBatch) RecordCycle(context.Context, app.ExpireCycleResult, error) error { return nil }
 
 type memoryTx struct {
 	m                  *memoryBatch

@@ -27,7 +27,17 @@ type scriptedStore struct {
 	batches []app.ExpireBatch
 	ctxErrs []error
 	script  []func(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error)
-	due     int
+	backlog app.ExpireBacklog
+	// countErr and recordErr fail CountBacklog and RecordCycle.
+	countErr, recordErr error
+	counted             int
+	records             []recorded
+}
+
+// recorded is one RecordCycle call.
+type recorded struct {
+	cycle app.ExpireCycleResult
+	err   error
 }
 
 func (s *scriptedStore) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
@@ -43,9 +53,19 @@ func (s *scriptedStore) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app
 	return res, err
 }
 
-func (s *scriptedStore) CountDue(context.Context, time.Time) (int, error) { return s.due, nil }
+func (s *scriptedStore) CountBacklog(context.Context, time.Time) (app.ExpireBacklog, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counted++
+	return s.backlog, s.countErr
+}
 
-func (s *scriptedStore) CountPoison(context.Context) (int, error) { return 0, nil }
+func (s *scriptedStore) RecordCycle(_ context.Context, c app.ExpireCycleResult, err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records = append(s.records, recorded{c, err})
+	return s.recordErr
+}
 
 // full returns a batch outcome of b.Limit rows, after taking d.
 func full(d time.Duration) func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
@@ -221,6 +241,69 @@ func TestExpireCycleCountsSupersededWithSkipped(t *testing.T) {
 	require.Equal(t, []uuid.UUID{lost}, store.batches[1].Exclude)
 	require.Equal(t, 0.0, counter(t, reg, "promotion_expire_errors_total"))
 	require.Equal(t, 1.0, counter(t, reg, "promotion_expire_skip_locked_total"))
+}
+
+// The cycle itself, not a telemetry callback, counts what it left and
+// records itself, once, after its batches: the gauges show that count
+// (poison apart from the due work); a cycle whose batch failed counts
+// nothing and is recorded with its error; a failed count or record fails
+// the cycle.
+func TestExpireCycleCountsAndRecordsItself(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("connection reset")
+	for _, tc := range []struct {
+		name                 string
+		batchErr, countErr   error
+		recordErr            error
+		wantCounted          int
+		wantErr, wantRecErr  bool
+		wantBacklog, wantPsn float64
+	}{
+		{name: "completed", wantCounted: 1, wantBacklog: 7, wantPsn: 2},
+		{name: "batch failed", batchErr: boom, wantErr: true, wantRecErr: true},
+		{name: "count failed", countErr: boom, wantCounted: 1, wantErr: true, wantRecErr: true},
+		{name: "record failed", recordErr: boom, wantCounted: 1, wantErr: true, wantBacklog: 7, wantPsn: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := &scriptedStore{
+				script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
+					func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
+						return app.ExpireBatchResult{Selected: 3}, tc.batchErr
+					},
+				},
+				backlog:  app.ExpireBacklog{Due: 7, Poison: 2},
+				countErr: tc.countErr, recordErr: tc.recordErr,
+			}
+			h, reg := newCycle(t, store)
+			res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10}))
+			if tc.wantErr {
+				require.ErrorIs(t, err, boom)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, tc.wantCounted, store.counted)
+			require.Len(t, store.records, 1)
+			require.Equal(t, res, store.records[0].cycle)
+			require.Equal(t, tc.wantRecErr, store.records[0].err != nil)
+			require.Equal(t, tc.wantBacklog, gauge(t, reg, "promotion_expire_backlog"))
+			require.Equal(t, tc.wantPsn, gauge(t, reg, "promotion_expire_poison_purchases"))
+		})
+	}
+}
+
+// gauge returns the value of an unlabelled gauge in reg.
+func gauge(tb testing.TB, reg *prometheus.Registry, name string) float64 {
+	tb.Helper()
+	families, err := reg.Gather()
+	require.NoError(tb, err)
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	tb.Fatalf("gauge %s not found", name)
+	return 0
 }
 
 // counter returns the value of an unlabelled counter in reg.

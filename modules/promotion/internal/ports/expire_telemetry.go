@@ -27,10 +27,6 @@ type ExpireTelemetryDeps struct {
 	Registerer prometheus.Registerer
 	// TracerProvider may be nil (no spans).
 	TracerProvider trace.TracerProvider
-	// Store counts the backlog and the poison purchases at scrape time.
-	Store app.ExpireStore
-	// Now is the clock those counts are taken as of; time.Now when nil.
-	Now func() time.Time
 }
 
 // ExpireTelemetry is the app.ExpireObserver that writes the spans, log lines
@@ -44,6 +40,8 @@ type ExpireTelemetry struct {
 	items      *prometheus.CounterVec // by outcome: expired, failed
 	interval   prometheus.Gauge
 	completed  prometheus.Gauge
+	backlog    prometheus.Gauge
+	poison     prometheus.Gauge
 	skipLocked prometheus.Counter
 	errors     prometheus.Counter
 }
@@ -58,8 +56,8 @@ const tracerName = "github.com/pinmarket/pin/modules/promotion"
 // promotion_expire_items_total included): an alert on "no increase" needs
 // a series that exists.
 func NewExpireTelemetry(d ExpireTelemetryDeps) (*ExpireTelemetry, error) {
-	if d.Logger == nil || d.Store == nil {
-		return nil, errors.New("ports: expire telemetry needs a logger and a store")
+	if d.Logger == nil {
+		return nil, errors.New("ports: expire telemetry needs a logger")
 	}
 	tp := d.TracerProvider
 	if tp == nil {
@@ -80,6 +78,10 @@ func NewExpireTelemetry(d ExpireTelemetryDeps) (*ExpireTelemetry, error) {
 			Help: "The expiry runner's configured interval (PIN_EXPIRE_INTERVAL); the not-running alert allows two of them."}),
 		completed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "promotion_expire_last_completed_timestamp_seconds",
 			Help: "Unix time of the last expiry cycle that completed without an infrastructure error; the runner's start until one has."}),
+		backlog: prometheus.NewGauge(prometheus.GaugeOpts{Name: "promotion_expire_backlog",
+			Help: "Due Active purchases the last cycle left, known poison not included: work still to do."}),
+		poison: prometheus.NewGauge(prometheus.GaugeOpts{Name: "promotion_expire_poison_purchases",
+			Help: "Active purchases the expiry cycles failed to expire and retry in the place each batch keeps for them (promotion.expire_poison), as the last cycle counted them."}),
 		skipLocked: prometheus.NewCounter(prometheus.CounterOpts{Name: "promotion_expire_skip_locked_total",
 			Help: "Due purchases a batch passed over because another transaction held their rows."}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "promotion_expire_errors_total",
@@ -90,18 +92,8 @@ func NewExpireTelemetry(d ExpireTelemetryDeps) (*ExpireTelemetry, error) {
 	if d.Registerer == nil {
 		return t, nil
 	}
-	if d.Now == nil {
-		d.Now = time.Now
-	}
-	due := &dueCollector{
-		backlog: prometheus.NewDesc("promotion_expire_backlog",
-			"Active purchases whose EndsAt has passed and that are not expired yet, counted at scrape time.", nil, nil),
-		poison: prometheus.NewDesc("promotion_expire_poison_purchases",
-			"Active purchases the expiry cycles failed to expire and retries in the place each batch keeps for them (promotion.expire_poison), counted at scrape time.", nil, nil),
-		errors: t.errors, store: d.Store, now: d.Now,
-	}
 	var errs []error
-	for _, c := range []prometheus.Collector{t.runs, t.duration, t.items, due, t.interval, t.completed, t.skipLocked, t.errors} {
+	for _, c := range []prometheus.Collector{t.runs, t.duration, t.items, t.backlog, t.poison, t.interval, t.completed, t.skipLocked, t.errors} {
 		errs = append(errs, d.Registerer.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -136,6 +128,10 @@ func (t *ExpireTelemetry) Cycle(ctx context.Context, c app.ExpireCycleResult, s 
 			"duration_ms", c.Duration.Milliseconds(), "batches", c.Batches}
 		t.runs.Inc()
 		observability.Observe(ctx, t.duration, c.Duration.Seconds())
+		if c.Backlog != nil {
+			t.backlog.Set(float64(c.Backlog.Due))
+			t.poison.Set(float64(c.Backlog.Poison))
+		}
 		if err != nil {
 			t.logger.ErrorContext(ctx, "cycle failed", append([]any{"error", err}, counts...)...)
 			t.errors.Inc()
@@ -190,42 +186,5 @@ func (t *ExpireTelemetry) Batch(ctx context.Context, limit int) (context.Context
 		span.SetAttributes(attribute.Int("pin.expire.selected", b.Selected), attribute.Int("pin.expire.expired", len(b.Expired)),
 			attribute.Int("pin.expire.failed", len(b.Failed)), attribute.Int("pin.expire.skipped_locked", b.SkippedLocked),
 			attribute.StringSlice("pin.tenant_ids", slices.Compact(tenants)))
-	}
-}
-
-// scrapeCountTimeout bounds the counts a scrape runs: a slow database makes
-// the gauges missing (and counts an error), never the scrape hang.
-const scrapeCountTimeout = time.Second
-
-// dueCollector exports promotion_expire_backlog and
-// promotion_expire_poison_purchases counted when scraped, so they stay true
-// while the cycles are stuck. A failed count is counted in
-// promotion_expire_errors_total and its gauge left out of that scrape.
-type dueCollector struct {
-	backlog, poison *prometheus.Desc
-	errors          prometheus.Counter
-	store           app.ExpireStore
-	now             func() time.Time
-}
-
-// Describe implements prometheus.Collector.
-func (c *dueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.backlog
-	ch <- c.poison
-}
-
-// Collect implements prometheus.Collector.
-func (c *dueCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), scrapeCountTimeout)
-	defer cancel()
-	if n, err := c.store.CountDue(ctx, c.now()); err != nil {
-		c.errors.Inc()
-	} else {
-		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(n))
-	}
-	if n, err := c.store.CountPoison(ctx); err != nil {
-		c.errors.Inc()
-	} else {
-		ch <- prometheus.MustNewConstMetric(c.poison, prometheus.GaugeValue, float64(n))
 	}
 }

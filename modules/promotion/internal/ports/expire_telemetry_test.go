@@ -28,9 +28,11 @@ func (s emptyStore) ExpireBatch(context.Context, app.ExpireBatch) (app.ExpireBat
 	return app.ExpireBatchResult{}, s.err
 }
 
-func (emptyStore) CountDue(context.Context, time.Time) (int, error) { return 0, nil }
+func (emptyStore) CountBacklog(context.Context, time.Time) (app.ExpireBacklog, error) {
+	return app.ExpireBacklog{}, nil
+}
 
-func (emptyStore) CountPoison(context.Context) (int, error) { return 0, nil }
+func (emptyStore) RecordCycle(context.Context, app.ExpireCycleResult, error) error { return nil }
 
 // TestExpireCycleDurationLinksToTheCycleTrace: the cycle's duration is
 // observed with the cycle span's trace id as its exemplar.
@@ -82,7 +84,7 @@ func TestExpireFailedCycleIsReportedOnce(t *testing.T) {
 	boom := errors.New("connection reset")
 	store := emptyStore{err: boom}
 	telemetry, err := ports.NewExpireTelemetry(ports.ExpireTelemetryDeps{
-		Logger: observability.NewLogger(logs, slog.LevelDebug), Registerer: reg, TracerProvider: tp, Store: store,
+		Logger: observability.NewLogger(logs, slog.LevelDebug), Registerer: reg, TracerProvider: tp,
 	})
 	require.NoError(t, err)
 	started := time.Unix(1_700_000_000, 0)

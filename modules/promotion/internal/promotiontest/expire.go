@@ -27,17 +27,16 @@ func ExpireSettings(s app.ExpireSettings) app.ExpireSettings {
 }
 
 // ExpireCycle builds the expiry cycle on store, reporting through the
-// telemetry production uses (ports.ExpireTelemetry) built from d, whose
-// Store is set to store. A nil d.Logger discards the logs.
+// telemetry production uses (ports.ExpireTelemetry) built from d. A nil
+// d.Logger discards the logs.
 func ExpireCycle(tb testing.TB, store app.ExpireStore, d ports.ExpireTelemetryDeps) *app.ExpireCycle {
 	tb.Helper()
-	d.Store = store
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	telemetry, err := ports.NewExpireTelemetry(d)
 	require.NoError(tb, err)
-	cycle, err := app.NewExpireCycle(store, telemetry, d.Now)
+	cycle, err := app.NewExpireCycle(store, telemetry, nil)
 	require.NoError(tb, err)
 	return cycle
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/platform/schemacompattest"
+	"github.com/pinmarket/pin/modules/promotion/contract/internal/schemacompattest"
 )
 
 // base has what the contract schemas do not: an optional property, a

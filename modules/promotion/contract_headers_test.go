@@ -1,4 +1,4 @@
-package contract_test
+package promotion_test
 
 import (
 	"testing"

@@ -1,0 +1,15 @@
+module github.com/pinmarket/pin/modules/promotion/contract
+
+go 1.26.0
+
+toolchain go1.26.11
+
+require (
+	github.com/google/uuid v1.6.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/shopspring/decimal v1.6.0
+	github.com/stretchr/testify v1.12.1
+	go.yaml.in/yaml/v3 v3.0.6
+)
+
+require golang.org/x/text v0.14.0 // indirect
