@@ -62,6 +62,7 @@ var plannedMetrics = []string{
 	"pin_consumer_stale_total",
 	"pin_consumer_dead_letters_total",
 	"pin_consumer_database_faults_total",
+	"pin_consumer_lag_records", // for the not-consuming alert (ADR 0020)
 	"pin_kafka_topic_partitions",
 	"pin_database_read_only_refusals_total", // for the read-only alert (ADR 0021)
 }
@@ -129,6 +130,7 @@ func TestAlertRules(t *testing.T) {
 		"PromotionExpirePoisonPurchases",
 		"PromotionOutboxBacklogHigh", "PromotionOutboxDeadLetters", "PromotionOutboxKeyHeld", "PromotionOutboxLagGrowing",
 		"PromotionConsumerDelayHigh", "PromotionConsumerDeadLetters", "PromotionConsumerDatabaseFaults",
+		"PromotionConsumerNotConsuming",
 		"PromotionKafkaTopicMisconfigured",
 		"PromotionOutboxNoActiveRelay",
 		"PromotionDatabaseReadOnly",
