@@ -191,8 +191,8 @@ func TestDecodeKeepsUnknownEnumValues(t *testing.T) {
 		name, old, new, field string
 		check                 func(t *testing.T, e contract.Envelope)
 	}{
-		{"status", `"status":"Active"`, `"status":"Paused"`, "payload.status", func(t *testing.T, e contract.Envelope) {
-			require.Equal(t, contract.Status("Paused"), e.Payload.Status)
+		{"status", `"status":"Active"`, `"status":"` + unknownStatus + `"`, "payload.status", func(t *testing.T, e contract.Envelope) {
+			require.Equal(t, contract.Status(unknownStatus), e.Payload.Status)
 			require.False(t, e.Payload.Status.Known())
 		}},
 		{"paymentStatus", `"paymentStatus":"NotRequired"`, `"paymentStatus":"Chargeback"`, "payload.paymentStatus", func(t *testing.T, e contract.Envelope) {

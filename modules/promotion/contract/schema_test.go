@@ -71,7 +71,7 @@ func TestSchemaCompatibilityRules(t *testing.T) {
 		{"new optional field in target", func(d map[string]any) {
 			payloadOf(d)["targets"].([]any)[0].(map[string]any)["slot"] = 1
 		}, true, false},
-		{"new status value", func(d map[string]any) { payloadOf(d)["status"] = "Paused" }, true, false},
+		{"new status value", func(d map[string]any) { payloadOf(d)["status"] = unknownStatus }, true, false},
 		{"new package kind", func(d map[string]any) { payloadOf(d)["packageKind"] = "VideoBoost" }, true, false},
 		{"new payment status", func(d map[string]any) { payloadOf(d)["paymentStatus"] = "Chargeback" }, true, false},
 		{"new target kind", func(d map[string]any) {

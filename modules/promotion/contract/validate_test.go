@@ -66,7 +66,7 @@ func TestValidateRejects(t *testing.T) {
 		}, nil, false},
 		{"nil targetId", "payload.targets[0].targetId", func(e *contract.Envelope) { e.Payload.Targets[0].TargetID = uuid.Nil }, nil, true},
 		{"duplicate target", "payload.targets[1]", func(e *contract.Envelope) { e.Payload.Targets[1] = e.Payload.Targets[0] }, nil, true},
-		{"unknown status", "payload.status", func(e *contract.Envelope) { e.Payload.Status = "Paused" }, nil, true},
+		{"unknown status", "payload.status", func(e *contract.Envelope) { e.Payload.Status = unknownStatus }, nil, true},
 		{"empty status", "payload.status", func(e *contract.Envelope) { e.Payload.Status = "" }, nil, true},
 		{"unknown paymentStatus", "payload.paymentStatus", func(e *contract.Envelope) { e.Payload.PaymentStatus = "Chargeback" }, nil, true},
 		{"boostWeight 0", "payload.boostWeight", func(e *contract.Envelope) { e.Payload.BoostWeight = 0 }, nil, true},
