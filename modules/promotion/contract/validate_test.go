@@ -57,10 +57,10 @@ func TestValidateRejects(t *testing.T) {
 		{"nil packageId", "payload.packageId", func(e *contract.Envelope) { e.Payload.PackageID = uuid.Nil }, nil, true},
 		{"empty packageCode", "payload.packageCode", func(e *contract.Envelope) { e.Payload.PackageCode = "" }, nil, true},
 		{"bad packageCode", "payload.packageCode", func(e *contract.Envelope) { e.Payload.PackageCode = "Project_Boost" }, nil, true},
-		{"unknown packageKind", "payload.packageKind", func(e *contract.Envelope) { e.Payload.PackageKind = "VideoBoost" }, nil, true},
+		{"unknown packageKind", "payload.packageKind", func(e *contract.Envelope) { e.Payload.PackageKind = unknownPackageKind }, nil, true},
 		{"no targets", "payload.targets", func(e *contract.Envelope) { e.Payload.Targets = nil }, nil, true},
 		{"eleven targets", "payload.targets", func(e *contract.Envelope) { e.Payload.Targets = targets(11) }, nil, true},
-		{"unknown targetKind", "payload.targets[1].targetKind", func(e *contract.Envelope) { e.Payload.Targets[1].TargetKind = "Video" }, nil, true},
+		{"unknown targetKind", "payload.targets[1].targetKind", func(e *contract.Envelope) { e.Payload.Targets[1].TargetKind = unknownTargetKind }, nil, true},
 		{"target kind the package does not admit", "payload.targets[0].targetKind", func(e *contract.Envelope) {
 			e.Payload.Targets[0].TargetKind = contract.TargetPost
 		}, nil, false},
@@ -68,7 +68,7 @@ func TestValidateRejects(t *testing.T) {
 		{"duplicate target", "payload.targets[1]", func(e *contract.Envelope) { e.Payload.Targets[1] = e.Payload.Targets[0] }, nil, true},
 		{"unknown status", "payload.status", func(e *contract.Envelope) { e.Payload.Status = unknownStatus }, nil, true},
 		{"empty status", "payload.status", func(e *contract.Envelope) { e.Payload.Status = "" }, nil, true},
-		{"unknown paymentStatus", "payload.paymentStatus", func(e *contract.Envelope) { e.Payload.PaymentStatus = "Chargeback" }, nil, true},
+		{"unknown paymentStatus", "payload.paymentStatus", func(e *contract.Envelope) { e.Payload.PaymentStatus = unknownPaymentStatus }, nil, true},
 		{"boostWeight 0", "payload.boostWeight", func(e *contract.Envelope) { e.Payload.BoostWeight = 0 }, nil, true},
 		{"zero startsAt", "payload.startsAt", func(e *contract.Envelope) { e.Payload.StartsAt = time.Time{} }, nil, false},
 		{"zero endsAt", "payload.endsAt", func(e *contract.Envelope) { e.Payload.EndsAt = time.Time{} }, nil, false},
