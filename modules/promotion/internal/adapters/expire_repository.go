@@ -202,21 +202,12 @@ func (t *expireTx) transition(ex app.Expiry) transition {
 		event: t.events[ex.Purchase.ID()].last}
 }
 
-// CountBacklog implements app.ExpireBatchStorage by countBacklog, after
+// CountBacklog implements app.ExpireBatchStorage by backlogQuery, after
 // each cycle (not at every scrape).
 func (r *ExpireRepository) CountBacklog(ctx context.Context, asOf time.Time) (app.ExpireBacklog, error) {
-	var due, poison int
-	err := r.db.WithContext(ctx).Raw(countBacklog, map[string]any{"as_of": asOf}).Row().Scan(&due, &poison)
+	b, err := readBacklog(ctx, r.db.WithContext(ctx).ConnPool, &asOf)
 	if err != nil {
-		return app.ExpireBacklog{}, fmt.Errorf("count the expiry's backlog: %w", err)
+		return app.ExpireBacklog{}, err
 	}
-	return app.ExpireBacklog{Due: due - poison, Poison: poison}, nil
+	return app.ExpireBacklog{Due: b.due - b.poison, Poison: b.poison}, nil
 }
-
-// countBacklog counts the Active purchases due as of @as_of (index-only on
-// the partial promotion_purchases_expiry_idx, cheap at the job's 1-10k
-// Active purchases), and those of them known as poison (a few, by key).
-const countBacklog = `SELECT
-	(SELECT count(*) FROM promotion.promotion_purchases WHERE status = 'Active' AND ends_at <= @as_of),
-	(SELECT count(*) FROM promotion.expire_poison x JOIN promotion.promotion_purchases p ON p.id = x.purchase_id
-		WHERE p.status = 'Active' AND p.ends_at <= @as_of)`
