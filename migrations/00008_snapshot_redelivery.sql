@@ -5,8 +5,9 @@
 -- writes the transition (or the insert). A snapshot rebuilds the payload from
 -- the row — the state after that transition, which nothing changes without an
 -- event — and sends it under these two. NULL: the last event predates this
--- migration and was no longer in the outbox; the snapshot then uses an id
--- derived from (purchase id, version), the same on every run.
+-- migration and was no longer in the outbox; the snapshot skips and lists the
+-- purchase, or with --send-derived-ids sends it under an id derived from
+-- (purchase id, version), the same on every run.
 --
 -- promotion.snapshot_runs keeps each snapshot's filters and position,
 -- updated in the transaction of each batch's outbox write, so

@@ -17,8 +17,8 @@ import (
 // TestSnapshotRedeliveryBackfillsTheLastEventFromTheOutbox: 00008 gives a
 // purchase the messageId and occurredAt of its last transition's event
 // where the outbox still holds it — not an earlier snapshot's row at the
-// same version, not an older version's — and leaves NULL (the derived id)
-// where it does not, or where the row does not parse. Reverted, the
+// same version, not an older version's — and leaves NULL (a snapshot skips
+// the purchase, ADR 0012) where it does not, or where the row does not parse. Reverted, the
 // columns and promotion.snapshot_runs are gone; re-applied, the same.
 func TestSnapshotRedeliveryBackfillsTheLastEventFromTheOutbox(t *testing.T) {
 	t.Parallel()

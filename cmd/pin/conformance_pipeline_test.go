@@ -25,8 +25,9 @@ import (
 // a snapshot (Active, then --include-ended) and a dead letter of the relay
 // repaired and replayed in the middle; an expiry cycle and a cancellation
 // after them. Every record read is handed to both; each transition's side
-// effect must happen once, none go backwards. With a snapshot that writes a
-// new messageId (a new event, not a redelivery), billing invoices twice.
+// effect must happen once, none go backwards. A snapshot that wrote a new
+// messageId (as the first version did, and --send-derived-ids does for a
+// purchase whose messageId is lost) would make billing invoice twice.
 func TestReferenceConsumersKeepTheContractThroughThePipeline(t *testing.T) {
 	t.Parallel()
 	db := testbed.NewDatabase(t)

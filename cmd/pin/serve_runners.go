@@ -1,6 +1,9 @@
 package main
 
 import (
+	"net"
+	"os"
+
 	"github.com/pinmarket/pin/modules/boost"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -42,12 +45,14 @@ func (s *server) addOutboxRunners() error {
 
 // addBoostProjection adds the reference consumer of the module's event.
 func (s *server) addBoostProjection() error {
+	consumerConfig := kafka.NewConsumerConfig("pin-"+boost.Name, kafkaSecurity(s.cfg))
+	kafka.StaticMember(consumerConfig, groupInstance(s.cfg.HTTPAddr))
 	projection, err := boost.New(boost.Deps{
 		DB:           s.db,
 		APIDB:        s.apiDB,
 		Authenticate: s.authn.Middleware(),
 		Brokers:      s.cfg.KafkaBrokers,
-		Sarama:       kafka.NewConsumerConfig("pin-"+boost.Name, kafkaSecurity(s.cfg)),
+		Sarama:       consumerConfig,
 		Logger:       s.logger,
 		Registerer:   s.reg,
 	})
@@ -56,4 +61,17 @@ func (s *server) addBoostProjection() error {
 	}
 	s.host.AddModule(projection)
 	return nil
+}
+
+// groupInstance names this process in its consumer groups: its host and
+// HTTP port, which a restart keeps and no two live processes share
+// (docs/adr/0020-consumer-group-after-crashes.md). A random port (0) names
+// nothing, and the process joins as a dynamic member.
+func groupInstance(httpAddr string) string {
+	_, port, err := net.SplitHostPort(httpAddr)
+	host, herr := os.Hostname()
+	if err != nil || herr != nil || port == "0" {
+		return ""
+	}
+	return host + "-" + port // Kafka allows letters, digits, ".", "_" and "-"
 }

@@ -41,12 +41,14 @@ const (
 
 // snapshotResult is the JSON line `pin promotion snapshot` prints.
 type snapshotResult struct {
-	SnapshotID  string `json:"snapshotId"`
-	Events      int    `json:"events"`
-	Failed      int    `json:"failed"`
-	TotalEvents int    `json:"totalEvents"`
-	After       string `json:"after"`
-	Complete    bool   `json:"complete"`
+	SnapshotID       string `json:"snapshotId"`
+	Events           int    `json:"events"`
+	Failed           int    `json:"failed"`
+	SkippedUnknownID int    `json:"skippedUnknownId"`
+	SentDerivedID    int    `json:"sentDerivedId"`
+	TotalEvents      int    `json:"totalEvents"`
+	After            string `json:"after"`
+	Complete         bool   `json:"complete"`
 }
 
 func parseSnapshotResult(t *testing.T, out string) snapshotResult {
@@ -175,6 +177,75 @@ func recordHeaders(r *kgo.Record) map[string]string {
 	out := map[string]string{}
 	for _, h := range r.Headers {
 		out[h.Key] = string(h.Value)
+	}
+	return out
+}
+
+// TestPromotionSnapshotSkipsPurchasesWhoseMessageIDIsUnknown: a purchase
+// whose row keeps no messageId (its event left the outbox before migration
+// 00008) gets no record by default: the result line counts it
+// ("skippedUnknownId") and stderr lists it, one JSON line, with a pointer to
+// the runbook. --send-derived-ids sends it under the derived id, and says,
+// in --help and in the run, that a consumer deduping by messageId alone
+// counts it again.
+func TestPromotionSnapshotSkipsPurchasesWhoseMessageIDIsUnknown(t *testing.T) {
+	t.Parallel()
+	db := testbed.NewDatabase(t)
+	env := []string{"PIN_DATABASE_URL=" + db.URL}
+	ids := purchasesThroughAPI(t, db, 3)
+	slices.Sort(ids)
+	legacy := ids[1]
+	_, err := db.SQL.Exec(`UPDATE promotion.promotion_purchases SET last_event_id = NULL, last_event_at = NULL WHERE id = $1`, legacy)
+	require.NoError(t, err)
+
+	out, stderr, code := run(t, env, "promotion", "snapshot", "--help")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "-send-derived-ids")
+	require.Contains(t, out, "counts each such record again")
+
+	out, stderr, code = run(t, env, "promotion", "snapshot")
+	require.Equal(t, 0, code, stderr)
+	res := parseSnapshotResult(t, out)
+	require.Equal(t, 2, res.Events)
+	require.Equal(t, 1, res.SkippedUnknownID)
+	require.Zero(t, res.SentDerivedID)
+	require.Equal(t, []string{ids[0], ids[2]}, queryStrings(t, db, snapshotPurchases, res.SnapshotID), "no record for it")
+	listed := unknownIDLines(t, stderr)
+	require.Len(t, listed, 1, stderr)
+	require.Equal(t, "skipped", listed[0]["unknownMessageId"])
+	require.Equal(t, legacy, listed[0]["purchaseId"])
+	require.Equal(t, "Active", listed[0]["status"])
+	require.NotContains(t, listed[0], "derivedMessageId")
+	require.Contains(t, stderr, "docs/runbooks/consumer-current-state.md")
+
+	out, stderr, code = run(t, env, "promotion", "snapshot", "--send-derived-ids")
+	require.Equal(t, 0, code, stderr)
+	res = parseSnapshotResult(t, out)
+	require.Equal(t, 3, res.Events)
+	require.Zero(t, res.SkippedUnknownID)
+	require.Equal(t, 1, res.SentDerivedID)
+	require.Contains(t, stderr, "counts each such record again")
+	listed = unknownIDLines(t, stderr)
+	require.Len(t, listed, 1, stderr)
+	require.Equal(t, "sent-under-derived-id", listed[0]["unknownMessageId"])
+	require.Equal(t, legacy, listed[0]["purchaseId"])
+	require.Equal(t, []string{listed[0]["derivedMessageId"].(string)}, queryStrings(t, db, `SELECT payload->>'messageId'
+		FROM outbox.pin_promotion_purchase_changed_v1 WHERE metadata->>'correlation_id' = $1
+		AND payload->'payload'->>'purchaseId' = $2`, res.SnapshotID, legacy), "sent under the id it lists")
+}
+
+// unknownIDLines are the JSON lines of stderr listing purchases whose
+// messageId is unknown.
+func unknownIDLines(t *testing.T, stderr string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(stderr, "\n") {
+		if !strings.HasPrefix(line, `{"unknownMessageId"`) {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		out = append(out, m)
 	}
 	return out
 }

@@ -36,6 +36,11 @@ type consumerStatus struct {
 	Lag *int64 `json:"lag"`
 	// LagUnknown says why Lag is null.
 	LagUnknown string `json:"lagUnknown,omitempty"`
+	// OldestWaitingAt is when the oldest record the group has still to take
+	// was written; null when none waits or the broker was not asked.
+	OldestWaitingAt *time.Time `json:"oldestWaitingAt"`
+	// NotConsuming: records wait and none is taken (GroupStatus.NotConsuming).
+	NotConsuming bool `json:"notConsuming"`
 }
 
 // status runs `pin status [--json]`. It needs only PIN_DATABASE_URL; with
@@ -95,15 +100,19 @@ func readStatus(ctx context.Context, db *sql.DB, cfg config.Config) (moduleStatu
 		} else {
 			var lag int64
 			for _, topic := range topics {
-				n, err := kafka.GroupLag(cfg.KafkaBrokers, kafkaSecurity(cfg), g.Group, topic)
+				b, err := kafka.GroupBacklog(cfg.KafkaBrokers, kafkaSecurity(cfg), g.Group, topic)
 				if err != nil {
 					c.LagUnknown = err.Error()
 					break
 				}
-				lag += n
+				lag += b.Lag
+				if b.OldestWaitingAt != nil && (c.OldestWaitingAt == nil || b.OldestWaitingAt.Before(*c.OldestWaitingAt)) {
+					c.OldestWaitingAt = b.OldestWaitingAt
+				}
 			}
 			if c.LagUnknown == "" {
 				c.Lag = &lag
+				c.NotConsuming = g.NotConsuming(c.OldestWaitingAt, s.AsOf)
 			}
 		}
 		s.Consumers = append(s.Consumers, c)
@@ -152,6 +161,9 @@ func printStatus(w io.Writer, s moduleStatus) error {
 		lag := "lag unknown: " + c.LagUnknown
 		if c.Lag != nil {
 			lag = fmt.Sprintf("lag %d", *c.Lag)
+		}
+		if c.NotConsuming {
+			lag = fmt.Sprintf("NOT CONSUMING while lag grows: %s, oldest waiting record written %s ago", lag, s.AsOf.Sub(*c.OldestWaitingAt).Round(time.Second))
 		}
 		last := "never"
 		if c.LastReceivedAt != nil {

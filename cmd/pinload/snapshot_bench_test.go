@@ -242,7 +242,8 @@ func envInt(tb testing.TB, name string, def int) int {
 
 // seedActivePurchases stores n Active purchases of pkg, one new project
 // each, ending endsIn from now, in one statement: through the API they
-// would take longer than the benchmark.
+// would take longer than the benchmark. Each keeps a messageId, as if
+// published: a snapshot skips a purchase without one.
 func seedActivePurchases(tb testing.TB, db *testbed.Database, pkg uuid.UUID, n int, endsIn time.Duration) {
 	tb.Helper()
 	ends := time.Now().Add(endsIn)
@@ -255,10 +256,12 @@ func seedActivePurchases(tb testing.TB, db *testbed.Database, pkg uuid.UUID, n i
 		added AS (
 			INSERT INTO promotion.promotion_purchases (id, tenant_id, package_id, package_code, package_kind,
 				boost_weight, price_amount, currency_id, currency_iso_code, currency_name, currency_sign, status,
-				payment_status, starts_at, ends_at, created_by_user_id, created_at, updated_at, version)
+				payment_status, starts_at, ends_at, created_by_user_id, created_at, updated_at, version,
+				last_event_id, last_event_at)
 			SELECT gen_random_uuid(), gen_random_uuid(), pkg.id, pkg.code, pkg.kind, pkg.boost_weight,
 				pkg.price_amount, pkg.currency_id, pkg.iso_code, pkg.currency_name, pkg.sign, 'Active', 'NotRequired',
-				$3::timestamptz - make_interval(days => pkg.duration_days), $3::timestamptz, gen_random_uuid(), now(), now(), 1
+				$3::timestamptz - make_interval(days => pkg.duration_days), $3::timestamptz, gen_random_uuid(), now(), now(), 1,
+				gen_random_uuid(), now()
 			FROM pkg, generate_series(1, $2)
 			RETURNING id)
 		INSERT INTO promotion.promotion_purchase_targets (purchase_id, target_kind, target_id, position)

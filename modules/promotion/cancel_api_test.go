@@ -74,10 +74,11 @@ func TestCancelExpiredIsConflict(t *testing.T) {
 	require.Len(t, b.events(t), 1)
 }
 
-// TestCancelOfAPurchaseABatchHoldsIsBusy holds a purchase's row as an
-// expiry batch does (FOR UPDATE, uncommitted) for longer than the API's
-// lock_timeout: the cancellation gets 409 purchase-busy, not "already
-// Expired", and changes nothing (docs/expire-promotions-job.md, Guarantees).
+// TestCancelOfAPurchaseABatchHoldsIsBusy holds a purchase's row (FOR
+// UPDATE, uncommitted) beyond what an expiry batch within its bounds may
+// (a lock held by hand): after its 7 s wait the cancellation gets 409
+// purchase-busy, not "already Expired", and changes nothing
+// (docs/expire-promotions-job.md, Guarantees; ADR 0014 decision 8).
 func TestCancelOfAPurchaseABatchHoldsIsBusy(t *testing.T) {
 	t.Parallel()
 	b := newTestBundle(t)

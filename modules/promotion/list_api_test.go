@@ -134,7 +134,7 @@ func TestListPurchasesRejectsBadParameters(t *testing.T) {
 		{"limit=abc", []string{"limit"}},
 		{"limit=1.5", []string{"limit"}},
 		{"status=active", []string{"status"}},
-		{"status=Paused", []string{"status"}},
+		{"status=NoSuchStatus", []string{"status"}},
 		{"cursor=garbage!", []string{"cursor"}},
 		{"cursor=" + url.QueryEscape("MjAyNi0wMS0wMQ"), []string{"cursor"}},
 		{"limit=0&status=x&cursor=y", []string{"limit", "status", "cursor"}},

@@ -41,6 +41,10 @@ type SnapshotOptions struct {
 	// BatchSize is the purchases of one transaction at most
 	// (DefaultSnapshotBatchSize).
 	BatchSize int
+	// SendDerivedIDs sends a purchase whose last messageId is unknown under
+	// an id derived from it instead of skipping it: a consumer that dedupes
+	// by messageId alone counts that record again (ADR 0012).
+	SendDerivedIDs bool
 }
 
 // The snapshot's defaults and bound (docs/runbooks/consumer-current-state.md).
@@ -62,6 +66,10 @@ type SnapshotObserver = app.SnapshotObserver
 
 // FailedSnapshot is a purchase a snapshot wrote no event for.
 type FailedSnapshot = app.FailedSnapshot
+
+// UnknownIDSnapshot is a purchase whose last messageId is unknown, skipped
+// or sent under a derived id; it marshals to the line listing it.
+type UnknownIDSnapshot = app.UnknownIDSnapshot
 
 // ErrInvalidSnapshot is wrapped by Check's error, and Snapshot's for the
 // same options: nothing is written.
@@ -87,7 +95,7 @@ func (o SnapshotOptions) command() app.SnapshotCommand {
 			TenantID: o.TenantID, PurchaseIDs: o.PurchaseIDs,
 			TargetKind: domain.TargetKind(o.TargetKind), IncludeEnded: o.IncludeEnded,
 		},
-		After: o.After, Rate: o.Rate, BatchSize: o.BatchSize,
+		After: o.After, Rate: o.Rate, BatchSize: o.BatchSize, SendDerivedIDs: o.SendDerivedIDs,
 	}
 }
 
@@ -98,7 +106,8 @@ func (o SnapshotOptions) Check() error { return o.command().Validate() }
 // Snapshot redelivers, through the outbox, the last published event of each
 // purchase o selects: its messageId, occurredAt, version and payload, with
 // event_origin "snapshot" and the snapshot's id as correlation_id
-// (docs/adr/0012-purchase-snapshot.md). Its position is stored with every
+// (docs/adr/0012-purchase-snapshot.md). A purchase whose last messageId is
+// unknown is skipped unless o.SendDerivedIDs. Its position is stored with every
 // batch, so o.SnapshotID alone resumes it after any stop. It needs no
 // Module: an operator's command has only the database.
 func Snapshot(ctx context.Context, db *sql.DB, o SnapshotOptions, obs SnapshotObserver) (SnapshotResult, error) {

@@ -47,6 +47,7 @@ type metrics struct {
 	dbFaults    *prometheus.CounterVec
 	delay       *prometheus.HistogramVec
 	batch       *prometheus.HistogramVec
+	lag         *prometheus.GaugeVec
 }
 
 // delayBuckets reach past the contracts' one-minute promise (60 s) so its
@@ -91,11 +92,19 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: register metrics: %w", err)
 	}
+	m.lag, err = observability.RegisterOrReuse(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pin_consumer_lag_records",
+		Help: "Records of the topic the consumer group has not committed, as the broker last said (every LagInterval, also while the group is not consuming).",
+	}, []string{"consumer"}))
+	if err != nil {
+		return nil, fmt.Errorf("consumer: register metrics: %w", err)
+	}
 	// Export every series from the start, so dashboards show 0, not no data.
 	for _, v := range []*prometheus.CounterVec{m.consumed, m.duplicates, m.stale, m.deadLetters, m.skipped, m.retries, m.dbFaults} {
 		v.WithLabelValues(consumer)
 	}
 	m.delay.WithLabelValues(consumer)
 	m.batch.WithLabelValues(consumer)
+	m.lag.WithLabelValues(consumer)
 	return m, nil
 }

@@ -44,6 +44,9 @@ type Config struct {
 	// each further one up to an hour (default 200ms); each wait is jittered
 	// (platform/backoff).
 	RetryBackoff time.Duration
+	// LagInterval is how often the group's lag is asked of the broker for
+	// pin_consumer_lag_records (default 15s).
+	LagInterval time.Duration
 	// Now is the clock of the delay metric (default time.Now).
 	Now func() time.Time
 	// TracerProvider receives a span per batch (tracing.go); the global
@@ -77,6 +80,12 @@ func NewRunner[B any](db *gorm.DB, cfg Config, handler Handler[B], logger *slog.
 	if !cfg.Sarama.Consumer.Offsets.AutoCommit.Enable {
 		return nil, errors.New("consumer: NewRunner: the Sarama config must auto-commit the marked offsets")
 	}
+	if err := cfg.Sarama.Validate(); err != nil {
+		return nil, fmt.Errorf("consumer: NewRunner: %w", err)
+	}
+	if err := kafka.CheckGroupTimeouts(cfg.Sarama); err != nil {
+		return nil, fmt.Errorf("consumer: NewRunner: %w", err)
+	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 200
 	}
@@ -85,6 +94,9 @@ func NewRunner[B any](db *gorm.DB, cfg Config, handler Handler[B], logger *slog.
 	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = 200 * time.Millisecond
+	}
+	if cfg.LagInterval <= 0 {
+		cfg.LagInterval = 15 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -110,7 +122,15 @@ func (r *Runner[B]) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer %s: consumer group: %w", r.cfg.Name, err)
 	}
-	defer func() { _ = group.Close() }() // commits the offsets marked last
+	defer func() {
+		_ = group.Close() // commits the offsets marked last
+		if instance := r.cfg.Sarama.Consumer.Group.InstanceId; instance != "" && ctx.Err() != nil {
+			// A stop, not a crash: hand the partitions over now (ADR 0020).
+			if err := kafka.LeaveStatic(r.cfg.Brokers, r.cfg.Sarama, r.cfg.Name, instance); err != nil {
+				r.logger.WarnContext(context.WithoutCancel(ctx), "consumer group not left", "error", err)
+			}
+		}
+	}()
 	go func() {
 		for err := range group.Errors() {
 			r.logger.WarnContext(ctx, "consumer group error", "error", err)
@@ -119,6 +139,7 @@ func (r *Runner[B]) Run(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	go r.watchLag(runCtx) // ends with runCtx, after at most one request of its own
 	r.logger.InfoContext(ctx, "consumer started", "topic", r.cfg.Topic, "group", r.cfg.Name)
 	// Consume returns at every rebalance; the loop joins the group again.
 	for runCtx.Err() == nil {

@@ -54,17 +54,18 @@ func (flakyHandler) Apply(_ context.Context, _ *gorm.DB, events []consumer.Guard
 // kit is a runner of flakyHandler, not started, on a database and a topic
 // of its own, and a producer onto that topic.
 type kit struct {
-	db     *testbed.Database
-	reg    *prometheus.Registry
-	runner *consumer.Runner[testEvent]
-	client *kgo.Client
+	db      *testbed.Database
+	reg     *prometheus.Registry
+	runner  *consumer.Runner[testEvent]
+	client  *kgo.Client
+	brokers []string
 }
 
 func newKit(t *testing.T, cfg consumer.Config) kit {
 	t.Helper()
 	k := kit{db: testbed.NewDatabase(t), reg: prometheus.NewRegistry()}
 	brokers := testbed.NewKafka(t, topic)
-	cfg.Topic, cfg.Brokers = topic, brokers
+	cfg.Topic, cfg.Brokers, k.brokers = topic, brokers, brokers
 	var err error
 	k.runner, err = consumer.NewRunner(k.db.Gorm, cfg, flakyHandler{}, slog.New(slog.DiscardHandler), k.reg)
 	require.NoError(t, err)

@@ -49,3 +49,20 @@ func ReadStatus(ctx context.Context, db *sql.DB, groups []string) ([]GroupStatus
 		return s, nil
 	})
 }
+
+// NotConsumingAfter is how long a record may wait for a consumer, which
+// takes one in milliseconds, with no new message taken meanwhile, before
+// `pin status` says the consumer is not consuming.
+const NotConsumingAfter = time.Minute
+
+// NotConsuming reports whether the consumer is not consuming while its lag
+// grows (ADR 0020): the oldest record waiting for it was written
+// NotConsumingAfter before asOf or earlier, and it took no new message
+// since. One catching up on an old backlog is taking new messages; an idle
+// one has nothing waiting.
+func (s GroupStatus) NotConsuming(oldestWaitingAt *time.Time, asOf time.Time) bool {
+	if oldestWaitingAt == nil || asOf.Sub(*oldestWaitingAt) < NotConsumingAfter {
+		return false
+	}
+	return s.LastReceivedAt == nil || asOf.Sub(*s.LastReceivedAt) >= NotConsumingAfter
+}

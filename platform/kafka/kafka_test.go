@@ -113,6 +113,24 @@ func TestProducerConfigIsValid(t *testing.T) {
 	require.Equal(t, sarama.WaitForAll, c.Producer.RequiredAcks)
 }
 
+// TestConsumerConfigOutlastsAJoin: the consumer's read timeout exceeds the
+// rebalance and session timeouts a join may wait for, and a configuration
+// whose read timeout does not (Sarama's defaults with our old 10 s) is
+// refused.
+func TestConsumerConfigOutlastsAJoin(t *testing.T) {
+	t.Parallel()
+	c := kafka.ConsumerConfig("pin-test")
+	require.NoError(t, c.Validate())
+	require.NoError(t, kafka.CheckGroupTimeouts(c))
+	require.True(t, c.Version.IsAtLeast(sarama.V2_3_0_0), "KIP-394 and KIP-345 need 2.3")
+
+	old := sarama.NewConfig()
+	old.Net.ReadTimeout = 10 * time.Second
+	require.ErrorContains(t, kafka.CheckGroupTimeouts(old), "Net.ReadTimeout 10s must exceed Consumer.Group.Rebalance.Timeout 1m0s")
+	old.Net.ReadTimeout = old.Consumer.Group.Rebalance.Timeout
+	require.Error(t, kafka.CheckGroupTimeouts(old), "equal is not enough: the answer comes after the wait")
+}
+
 func TestStartEmbedded(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

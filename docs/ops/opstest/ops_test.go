@@ -62,6 +62,7 @@ var plannedMetrics = []string{
 	"pin_consumer_stale_total",
 	"pin_consumer_dead_letters_total",
 	"pin_consumer_database_faults_total",
+	"pin_consumer_lag_records", // for the not-consuming alert (ADR 0020)
 	"pin_kafka_topic_partitions",
 	"pin_database_read_only_refusals_total", // for the read-only alert (ADR 0021)
 }
@@ -125,14 +126,21 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, []string{
-		"PromotionExpireJobNotRunning", "PromotionExpireBacklogHigh", "PromotionExpireErrors",
+		"PromotionExpireJobNotRunning", "PromotionExpireJobNoRuns", "PromotionExpireBacklogHigh", "PromotionExpireErrors",
 		"PromotionExpirePoisonPurchases",
 		"PromotionOutboxBacklogHigh", "PromotionOutboxDeadLetters", "PromotionOutboxKeyHeld", "PromotionOutboxLagGrowing",
 		"PromotionConsumerDelayHigh", "PromotionConsumerDeadLetters", "PromotionConsumerDatabaseFaults",
+		"PromotionConsumerNotConsuming",
 		"PromotionKafkaTopicMisconfigured",
 		"PromotionOutboxNoActiveRelay",
 		"PromotionDatabaseReadOnly",
 	}, names)
+	for _, r := range rules {
+		if r.Alert == "PromotionExpireJobNoRuns" {
+			require.Contains(t, r.Expr, "promotion_expire_run_total", "the design document's alert: no increase of the run counter")
+			require.Contains(t, r.Expr, "2 * promotion_expire_interval_seconds", "for more than two intervals")
+		}
+	}
 }
 
 // requireRunbookExists resolves a repo-relative runbook link (path#anchor)

@@ -59,9 +59,9 @@ func TestDecodeRecordDeadLettersWhatTheContractsBoundsRefuse(t *testing.T) {
 		}},
 		{"a package code of another shape", "payload.packageCode", func(d map[string]any) { payloadOf(d)["packageCode"] = "Project Boost" }},
 		{"contractVersion 0", "contractVersion", func(d map[string]any) { d["contractVersion"] = 0 }},
-		{"an unknown status", "", func(d map[string]any) { payloadOf(d)["status"] = "Suspended" }},
+		{"an unknown status", "", func(d map[string]any) { payloadOf(d)["status"] = unknownStatus }},
 		{"an unknown target kind", "", func(d map[string]any) {
-			payloadOf(d)["targets"] = []any{map[string]any{"targetKind": "Banner", "targetId": "c1a2b3c4-d5e6-4f70-8192-a3b4c5d6e7f8"}}
+			payloadOf(d)["targets"] = []any{map[string]any{"targetKind": unknownTargetKind, "targetId": "c1a2b3c4-d5e6-4f70-8192-a3b4c5d6e7f8"}}
 		}},
 		{"contractVersion 2", "", func(d map[string]any) { d["contractVersion"] = 2 }},
 		{"ten targets", "", func(d map[string]any) { payloadOf(d)["targets"] = targetsOf(10) }},

@@ -164,11 +164,11 @@ func TestCompatibilityGateCatchesPlantedViolations(t *testing.T) {
 		}, nil},
 		{"new status value", func(t *testing.T, doc map[string]any) {
 			e := openEnum(t, doc, "Status")
-			e["enum"] = append(e["enum"].([]any), "Paused")
+			e["enum"] = append(e["enum"].([]any), unknownStatus)
 		}, nil},
 		{"new target kind", func(t *testing.T, doc map[string]any) {
 			e := openEnum(t, doc, "TargetKind")
-			e["enum"] = append(e["enum"].([]any), "Video")
+			e["enum"] = append(e["enum"].([]any), unknownTargetKind)
 		}, nil},
 		{"descriptions edited", func(t *testing.T, doc map[string]any) {
 			payloadProp(t, doc, "boostWeight")["description"] = "Weight."
@@ -326,9 +326,9 @@ func TestReleasedEventsStayReadable(t *testing.T) {
 		warned string // the field Decode warns about, if any
 	}{
 		{"as released", func(map[string]any) {}, ""},
-		{"unknown status", func(d map[string]any) { payloadOf(d)["status"] = "Paused" }, "payload.status"},
+		{"unknown status", func(d map[string]any) { payloadOf(d)["status"] = unknownStatus }, "payload.status"},
 		{"unknown target kind", func(d map[string]any) {
-			payloadOf(d)["targets"].([]any)[0].(map[string]any)["targetKind"] = "Video"
+			payloadOf(d)["targets"].([]any)[0].(map[string]any)["targetKind"] = unknownTargetKind
 		}, "payload.targets[0].targetKind"},
 		{"unknown fields", func(d map[string]any) {
 			d["partitionHint"] = json.Number("7")

@@ -191,20 +191,20 @@ func TestDecodeKeepsUnknownEnumValues(t *testing.T) {
 		name, old, new, field string
 		check                 func(t *testing.T, e contract.Envelope)
 	}{
-		{"status", `"status":"Active"`, `"status":"Paused"`, "payload.status", func(t *testing.T, e contract.Envelope) {
-			require.Equal(t, contract.Status("Paused"), e.Payload.Status)
+		{"status", `"status":"Active"`, `"status":"` + unknownStatus + `"`, "payload.status", func(t *testing.T, e contract.Envelope) {
+			require.Equal(t, contract.Status(unknownStatus), e.Payload.Status)
 			require.False(t, e.Payload.Status.Known())
 		}},
-		{"paymentStatus", `"paymentStatus":"NotRequired"`, `"paymentStatus":"Chargeback"`, "payload.paymentStatus", func(t *testing.T, e contract.Envelope) {
-			require.Equal(t, contract.PaymentStatus("Chargeback"), e.Payload.PaymentStatus)
+		{"paymentStatus", `"paymentStatus":"NotRequired"`, `"paymentStatus":"` + unknownPaymentStatus + `"`, "payload.paymentStatus", func(t *testing.T, e contract.Envelope) {
+			require.Equal(t, contract.PaymentStatus(unknownPaymentStatus), e.Payload.PaymentStatus)
 			require.False(t, e.Payload.PaymentStatus.Known())
 		}},
-		{"packageKind", `"packageKind":"ProjectBoost"`, `"packageKind":"VideoBoost"`, "payload.packageKind", func(t *testing.T, e contract.Envelope) {
-			require.Equal(t, contract.PackageKind("VideoBoost"), e.Payload.PackageKind)
+		{"packageKind", `"packageKind":"ProjectBoost"`, `"packageKind":"` + unknownPackageKind + `"`, "payload.packageKind", func(t *testing.T, e contract.Envelope) {
+			require.Equal(t, contract.PackageKind(unknownPackageKind), e.Payload.PackageKind)
 			require.False(t, e.Payload.PackageKind.Known())
 		}},
-		{"targetKind", `"targetKind":"Project"`, `"targetKind":"Video"`, "payload.targets[0].targetKind", func(t *testing.T, e contract.Envelope) {
-			require.Equal(t, contract.TargetKind("Video"), e.Payload.Targets[0].TargetKind)
+		{"targetKind", `"targetKind":"Project"`, `"targetKind":"` + unknownTargetKind + `"`, "payload.targets[0].targetKind", func(t *testing.T, e contract.Envelope) {
+			require.Equal(t, contract.TargetKind(unknownTargetKind), e.Payload.Targets[0].TargetKind)
 			require.False(t, e.Payload.Targets[0].TargetKind.Known())
 			require.True(t, e.Payload.Targets[1].TargetKind.Known(), "the other target is untouched")
 		}},

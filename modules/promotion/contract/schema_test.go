@@ -71,11 +71,11 @@ func TestSchemaCompatibilityRules(t *testing.T) {
 		{"new optional field in target", func(d map[string]any) {
 			payloadOf(d)["targets"].([]any)[0].(map[string]any)["slot"] = 1
 		}, true, false},
-		{"new status value", func(d map[string]any) { payloadOf(d)["status"] = "Paused" }, true, false},
-		{"new package kind", func(d map[string]any) { payloadOf(d)["packageKind"] = "VideoBoost" }, true, false},
-		{"new payment status", func(d map[string]any) { payloadOf(d)["paymentStatus"] = "Chargeback" }, true, false},
+		{"new status value", func(d map[string]any) { payloadOf(d)["status"] = unknownStatus }, true, false},
+		{"new package kind", func(d map[string]any) { payloadOf(d)["packageKind"] = unknownPackageKind }, true, false},
+		{"new payment status", func(d map[string]any) { payloadOf(d)["paymentStatus"] = unknownPaymentStatus }, true, false},
 		{"new target kind", func(d map[string]any) {
-			payloadOf(d)["targets"].([]any)[0].(map[string]any)["targetKind"] = "Video"
+			payloadOf(d)["targets"].([]any)[0].(map[string]any)["targetKind"] = unknownTargetKind
 		}, true, false},
 		{"other contract version", func(d map[string]any) { d["contractVersion"] = 2 }, true, false},
 		{"missing messageId", func(d map[string]any) { delete(d, "messageId") }, false, false},

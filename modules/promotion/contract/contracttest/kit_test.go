@@ -111,9 +111,11 @@ func byMessageID(c contracttest.Consumer) contracttest.Consumer {
 
 // TestKitFailsABillingWithoutAVersionGuard: billing deduplicating by
 // messageId alone, as the contract's consumers table has it, invoices a
-// purchase again on the legacy snapshot (a new messageId) and invoices an
-// Active first seen after its purchase's Expired; the reference billing's
-// version guard skips both, as the notifier's does.
+// purchase again on a snapshot under a new messageId (as main wrote one
+// before it became a redelivery, and as --send-derived-ids still writes a
+// purchase whose messageId is lost) and invoices an Active first seen after
+// its purchase's Expired; the reference billing's version guard skips both,
+// as the notifier's does.
 func TestKitFailsABillingWithoutAVersionGuard(t *testing.T) {
 	t.Parallel()
 	got := failures(t, byMessageID((&noDedupe{}).consumer()), contracttest.LegacySnapshot(), contracttest.OlderAfterNewer())

@@ -50,11 +50,15 @@ type ExpireTimeouts struct {
 	IdleInTransaction time.Duration
 }
 
-// DefaultExpireTimeouts fit the default 30 s cycle budget: a blocked batch
-// lets go within a third of it (5 s for a lock, 10 s for a statement), and a
-// frozen job holds its rows 5 s after its last statement. A batch of the
-// largest size (10 000) takes about a second.
-var DefaultExpireTimeouts = ExpireTimeouts{Lock: 5 * time.Second, Statement: 10 * time.Second, IdleInTransaction: 5 * time.Second}
+// DefaultExpireTimeouts hold a stuck batch's rows (HoldBound, 6 s) for less
+// than a cancel waits for one (cancelLockWait), inside the API's 10 s request
+// deadline. A batch of the largest size (10 000) takes about a second.
+var DefaultExpireTimeouts = ExpireTimeouts{Lock: 5 * time.Second, Statement: 6 * time.Second, IdleInTransaction: 5 * time.Second}
+
+// HoldBound is the longest a batch within t holds its rows when one of its
+// steps is stuck: a statement running (Statement, its lock waits included)
+// or its client silent (IdleInTransaction). Its other steps take milliseconds.
+func (t ExpireTimeouts) HoldBound() time.Duration { return max(t.Statement, t.IdleInTransaction) }
 
 // batchSession is the batch transaction's first statement: its timeouts
 // (@lock_timeout, @statement_timeout, @idle_in_transaction_session_timeout,
@@ -198,21 +202,12 @@ func (t *expireTx) transition(ex app.Expiry) transition {
 		event: t.events[ex.Purchase.ID()].last}
 }
 
-// CountBacklog implements app.ExpireBatchStorage by countBacklog, after
+// CountBacklog implements app.ExpireBatchStorage by backlogQuery, after
 // each cycle (not at every scrape).
 func (r *ExpireRepository) CountBacklog(ctx context.Context, asOf time.Time) (app.ExpireBacklog, error) {
-	var due, poison int
-	err := r.db.WithContext(ctx).Raw(countBacklog, map[string]any{"as_of": asOf}).Row().Scan(&due, &poison)
+	b, err := readBacklog(ctx, r.db.WithContext(ctx).ConnPool, &asOf)
 	if err != nil {
-		return app.ExpireBacklog{}, fmt.Errorf("count the expiry's backlog: %w", err)
+		return app.ExpireBacklog{}, err
 	}
-	return app.ExpireBacklog{Due: due - poison, Poison: poison}, nil
+	return app.ExpireBacklog{Due: b.due - b.poison, Poison: b.poison}, nil
 }
-
-// countBacklog counts the Active purchases due as of @as_of (index-only on
-// the partial promotion_purchases_expiry_idx, cheap at the job's 1-10k
-// Active purchases), and those of them known as poison (a few, by key).
-const countBacklog = `SELECT
-	(SELECT count(*) FROM promotion.promotion_purchases WHERE status = 'Active' AND ends_at <= @as_of),
-	(SELECT count(*) FROM promotion.expire_poison x JOIN promotion.promotion_purchases p ON p.id = x.purchase_id
-		WHERE p.status = 'Active' AND p.ends_at <= @as_of)`

@@ -3,12 +3,41 @@ package adapters
 import (
 	"context"
 	"database/sql"
+	_ "embed"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 )
+
+// backlogQuery counts the expiry's backlog (sql/expire_backlog.sql).
+//
+//go:embed sql/expire_backlog.sql
+var backlogQuery string
+
+// backlog is what backlogQuery reads.
+type backlog struct {
+	due, poison int        // due Active purchases, poison included; those known as poison
+	oldest      *time.Time // the oldest due EndsAt, nil when none is due
+}
+
+// readBacklog runs backlogQuery as of asOf; a nil asOf is the database's
+// clock.
+func readBacklog(ctx context.Context, db interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, asOf *time.Time) (backlog, error) {
+	var b backlog
+	var oldest sql.NullTime
+	if err := db.QueryRowContext(ctx, backlogQuery, asOf).Scan(&b.due, &oldest, &b.poison); err != nil {
+		return backlog{}, fmt.Errorf("count the expiry's backlog: %w", err)
+	}
+	if oldest.Valid {
+		t := oldest.Time.UTC()
+		b.oldest = &t
+	}
+	return b, nil
+}
 
 // ExpiryStatus is the expiry job's state as `pin status` shows it.
 type ExpiryStatus struct {
@@ -18,7 +47,8 @@ type ExpiryStatus struct {
 	// OldestDueEndsAt is the EndsAt of the longest-waiting of them; null
 	// when there is none.
 	OldestDueEndsAt *time.Time `json:"oldestDueEndsAt"`
-	// Poison is the Active purchases remembered as poison:
+	// Poison is the due Active purchases remembered as poison (all of them:
+	// EndsAt is set once, at activation, so a poison purchase stays due):
 	// promotion_expire_poison_items.
 	Poison int `json:"poison"`
 	// LastCycle is the last cycle any instance finished; null before the
@@ -66,19 +96,11 @@ func (r *ExpireRepository) RecordCycle(ctx context.Context, c app.ExpireCycleRes
 // the database's clock.
 func ReadExpiryStatus(ctx context.Context, db *sql.DB) (ExpiryStatus, error) {
 	var s ExpiryStatus
-	var oldest sql.NullTime
-	err := db.QueryRowContext(ctx, `SELECT
-			(SELECT count(*) FROM promotion.promotion_purchases WHERE status = 'Active' AND ends_at <= now()),
-			(SELECT min(ends_at) FROM promotion.promotion_purchases WHERE status = 'Active' AND ends_at <= now()),
-			(SELECT count(*) FROM promotion.expire_poison x JOIN promotion.promotion_purchases p ON p.id = x.purchase_id
-				WHERE p.status = 'Active')`).Scan(&s.Backlog, &oldest, &s.Poison)
+	b, err := readBacklog(ctx, db, nil)
 	if err != nil {
-		return ExpiryStatus{}, fmt.Errorf("read the expiry's state: %w", err)
+		return ExpiryStatus{}, err
 	}
-	if oldest.Valid {
-		t := oldest.Time.UTC()
-		s.OldestDueEndsAt = &t
-	}
+	s.Backlog, s.OldestDueEndsAt, s.Poison = b.due, b.oldest, b.poison
 	var c LastCycle
 	var errText sql.NullString
 	var ms int64

@@ -26,7 +26,8 @@ var SaveTransition = (*PurchaseRepository).saveTransition
 // LegacyEventID is the messageId a snapshot gives a purchase whose row
 // keeps no last event.
 func LegacyEventID(purchaseID uuid.UUID, version int64) uuid.UUID {
-	return storedLastEvent(purchaseID, version, time.Time{}, uuid.NullUUID{}, sql.NullTime{}).id
+	ev, _ := storedLastEvent(purchaseID, version, time.Time{}, uuid.NullUUID{}, sql.NullTime{})
+	return ev.id
 }
 
 // SetTimeouts sets the batch's server-side timeouts, for a test that would

@@ -79,14 +79,15 @@ type lastEvent struct {
 // predates last_event_id and left the outbox (docs/adr/0012-purchase-snapshot.md).
 var legacyEventNamespace = uuid.MustParse("6f1d2c58-3b7e-4c1a-9d0e-5a8b7c6d4e21")
 
-// storedLastEvent is the event a snapshot redelivers for a purchase row:
-// the one it stores, else a UUIDv5 of (purchase id, version) at updatedAt,
-// the same on every snapshot until the next transition.
-func storedLastEvent(purchaseID uuid.UUID, version int64, updatedAt time.Time, id uuid.NullUUID, at sql.NullTime) lastEvent {
+// storedLastEvent is the event a snapshot redelivers for a purchase row and
+// whether the row keeps its id; if not, the id is a UUIDv5 of (purchase id,
+// version) at updatedAt, the same on every snapshot until the next
+// transition, and no consumer has seen it.
+func storedLastEvent(purchaseID uuid.UUID, version int64, updatedAt time.Time, id uuid.NullUUID, at sql.NullTime) (lastEvent, bool) {
 	if id.Valid && at.Valid {
-		return lastEvent{id: id.UUID, at: at.Time}
+		return lastEvent{id: id.UUID, at: at.Time}, true
 	}
-	return lastEvent{id: uuid.NewSHA1(legacyEventNamespace, fmt.Appendf(nil, "%s/%d", purchaseID, version)), at: updatedAt}
+	return lastEvent{id: uuid.NewSHA1(legacyEventNamespace, fmt.Appendf(nil, "%s/%d", purchaseID, version)), at: updatedAt}, false
 }
 
 // messages builds p's message for every publication, index-aligned with ps,

@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -22,11 +24,27 @@ import (
 // loaded with when its change was written: someone else changed it first.
 var ErrVersionConflict = errors.New("purchase version conflict")
 
-// lockTimeout bounds how long a cancellation waits for a purchase row that
-// another transaction holds (an expiry batch holds its rows until it
-// commits): past it the request gets a 409 to retry. It is the API pool's
-// lock_timeout, set here too for callers on another pool.
-var lockTimeout = fmt.Sprintf("%dms", postgres.APILockTimeout.Milliseconds())
+// cancelLockWait bounds how long a cancellation waits for a purchase row
+// another transaction holds: longer than an expiry batch within its bounds
+// may hold it, so a batch never makes a cancel 409 purchase-busy; past it (a
+// lock held by hand) the request gets a 409 to retry (ADR 0014, decision 8).
+var cancelLockWait = DefaultExpireTimeouts.HoldBound() + time.Second
+
+// cancelStatementTimeout outlasts cancelLockWait, so the wait ends as a
+// lock timeout (55P03, a 409) rather than the API session's statement
+// timeout, and stays inside the API's request deadline (10 s).
+var cancelStatementTimeout = cancelLockWait + time.Second
+
+// updateSession is the first statement of a cancel's transaction (set_config's
+// true: SET LOCAL), set here whatever pool the caller is on.
+const updateSession = `SELECT set_config('lock_timeout', @lock_timeout, true),
+	set_config('statement_timeout', @statement_timeout, true)`
+
+// updateSessionArgs are updateSession's parameters, in milliseconds.
+var updateSessionArgs = pgx.NamedArgs{
+	"lock_timeout":      strconv.FormatInt(cancelLockWait.Milliseconds(), 10),
+	"statement_timeout": strconv.FormatInt(cancelStatementTimeout.Milliseconds(), 10),
+}
 
 // PurchaseRepository stores purchases in promotion.promotion_purchases and
 // .promotion_purchase_targets, and puts the purchase-changed event of every
@@ -194,9 +212,8 @@ func (r *PurchaseRepository) List(ctx context.Context, q app.PurchaseListQuery) 
 // into the outbox. An error from update rolls back and is returned as is.
 func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, update func(*domain.Purchase) error) error {
 	return postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
-		if _, err := tx.ExecContext(ctx, `SELECT set_config('lock_timeout', @lock_timeout, true)`,
-			pgx.NamedArgs{"lock_timeout": lockTimeout}); err != nil {
-			return fmt.Errorf("set lock timeout: %w", err)
+		if _, err := tx.ExecContext(ctx, updateSession, updateSessionArgs); err != nil {
+			return fmt.Errorf("set the cancel's timeouts: %w", err)
 		}
 		var m purchaseModel
 		err := tx.GORM().Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Where("id = ?", id).Take(&m).Error

@@ -119,10 +119,21 @@ func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBa
 		events := make([][]*message.Message, 0, len(rows))
 		for _, row := range rows {
 			res.Last = row.ID
-			msgs, err := r.snapshotMessages(ctx, row, targets[row.ID], b.SnapshotID)
+			ev, known := storedLastEvent(row.ID, row.Version, row.UpdatedAt, row.lastEventID, row.lastEventAt)
+			unknown := app.UnknownIDSnapshot{Action: app.UnknownIDSkipped, PurchaseID: row.ID, TenantID: row.TenantID,
+				Status: row.Status, Version: row.Version}
+			if !known && !b.SendDerivedIDs {
+				res.Unknown = append(res.Unknown, unknown)
+				continue
+			}
+			msgs, err := r.snapshotMessages(ctx, row, targets[row.ID], ev, b.SnapshotID)
 			if err != nil {
 				res.Failed = append(res.Failed, app.FailedSnapshot{PurchaseID: row.ID, Err: err})
 				continue
+			}
+			if !known {
+				unknown.Action, unknown.DerivedID = app.UnknownIDSent, ev.id
+				res.Unknown = append(res.Unknown, unknown)
 			}
 			events = append(events, msgs)
 		}
@@ -170,14 +181,14 @@ func lockSnapshotAt(ctx context.Context, tx postgres.Tx, b app.SnapshotBatch) er
 
 // snapshotMessages rebuilds, for every publication, a purchase's last
 // published event: from its row (the state after its last transition) under
-// the messageId and occurredAt the row keeps (storedLastEvent), and marks
+// ev, the messageId and occurredAt the row keeps (storedLastEvent), and marks
 // them as the snapshot's: event_origin and the snapshot's id as correlation id.
-func (r *SnapshotRepository) snapshotMessages(ctx context.Context, row snapshotRow, targets []targetModel, snapshotID uuid.UUID) ([]*message.Message, error) {
+func (r *SnapshotRepository) snapshotMessages(ctx context.Context, row snapshotRow, targets []targetModel, ev lastEvent, snapshotID uuid.UUID) ([]*message.Message, error) {
 	p, err := toDomainPurchase(row.purchaseModel, targets)
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := r.events.messagesOf(ctx, p, storedLastEvent(row.ID, row.Version, row.UpdatedAt, row.lastEventID, row.lastEventAt))
+	msgs, err := r.events.messagesOf(ctx, p, ev)
 	if err != nil {
 		return nil, err
 	}

@@ -114,9 +114,10 @@ func (b *snapshotBundle) buy(tb testing.TB, pkg promotiontest.Package) uuid.UUID
 
 type ignoreSnapshotReports struct{}
 
-func (ignoreSnapshotReports) Started(app.SnapshotProgress)  {}
-func (ignoreSnapshotReports) Progress(app.SnapshotProgress) {}
-func (ignoreSnapshotReports) Failed(app.FailedSnapshot)     {}
+func (ignoreSnapshotReports) Started(app.SnapshotProgress)    {}
+func (ignoreSnapshotReports) Progress(app.SnapshotProgress)   {}
+func (ignoreSnapshotReports) Failed(app.FailedSnapshot)       {}
+func (ignoreSnapshotReports) UnknownID(app.UnknownIDSnapshot) {}
 
 func uuidTexts(ids []uuid.UUID) []string {
 	out := make([]string, len(ids))
@@ -143,10 +144,9 @@ func sortedIDs(ids ...[]uuid.UUID) []uuid.UUID {
 // TestSnapshotWritesEachPurchaseAtItsStoredState: one event per Active
 // purchase in id order, each as a transition's event of the purchase's
 // stored state and version, valid by the contract, with
-// event_origin=snapshot and the run's id as correlation_id; the ended ones
-// get none. These purchases were stored without an event (as before
-// last_event_id): each gets an id derived from (purchase id, version) and
-// its updated_at, the same on a second run.
+// event_origin=snapshot and the run's id as correlation_id, under the
+// messageId and occurredAt its row keeps; the ended ones get none. A second
+// run redelivers the same records.
 func TestSnapshotWritesEachPurchaseAtItsStoredState(t *testing.T) {
 	t.Parallel()
 	b := newSnapshotBundle(t)
@@ -156,29 +156,28 @@ func TestSnapshotWritesEachPurchaseAtItsStoredState(t *testing.T) {
 
 	res, events := b.run(t, app.SnapshotFilter{})
 	require.Equal(t, 3, res.Events)
+	require.Zero(t, res.SkippedUnknownID)
 	require.Equal(t, sortedIDs(active), purchaseIDsOf(events), "the Active ones, in id order")
 	require.Equal(t, events[2].Envelope.AggregateID, res.After)
-	seen := map[string]bool{}
 	for _, e := range events {
 		require.Equal(t, contract.EventOriginSnapshot, e.Metadata[kafka.MetaEventOrigin])
 		require.Equal(t, res.SnapshotID.String(), e.Metadata[kafka.MetaCorrelationID])
 		require.Equal(t, e.Envelope.AggregateID.String(), e.Metadata[kafka.MetaPartitionKey])
 		require.Equal(t, contract.EventType, e.Metadata[kafka.MetaEventType])
 		require.Equal(t, e.MessageID, e.Envelope.MessageID.String())
-		require.False(t, seen[e.MessageID], "a message id per purchase")
-		seen[e.MessageID] = true
 		require.NoError(t, e.Envelope.Validate())
 		testbed.RequireValidJSON(t, contract.JSONSchema(), e.Raw)
 
 		var status string
 		var version int64
-		var updatedAt time.Time
-		require.NoError(t, b.db.SQL.QueryRow(`SELECT status, version, updated_at FROM promotion.promotion_purchases WHERE id = $1`,
-			e.Envelope.AggregateID).Scan(&status, &version, &updatedAt))
+		var lastEventID uuid.UUID
+		var lastEventAt time.Time
+		require.NoError(t, b.db.SQL.QueryRow(`SELECT status, version, last_event_id, last_event_at
+			FROM promotion.promotion_purchases WHERE id = $1`, e.Envelope.AggregateID).Scan(&status, &version, &lastEventID, &lastEventAt))
 		require.Equal(t, contract.Status(status), e.Envelope.Payload.Status)
 		require.Equal(t, version, e.Envelope.Payload.Version, "the stored version, not a new one")
-		require.True(t, updatedAt.Equal(e.Envelope.OccurredAt), "occurredAt is the last transition's moment")
-		require.Equal(t, adapters.LegacyEventID(e.Envelope.AggregateID, version).String(), e.MessageID)
+		require.Equal(t, lastEventID.String(), e.MessageID, "the stored messageId")
+		require.True(t, lastEventAt.Equal(e.Envelope.OccurredAt), "occurredAt is the last transition's moment")
 		require.Len(t, e.Envelope.Payload.Targets, 2)
 	}
 
@@ -189,6 +188,79 @@ func TestSnapshotWritesEachPurchaseAtItsStoredState(t *testing.T) {
 		require.Equal(t, string(events[i].Raw), string(e.Raw))
 	}
 }
+
+// TestSnapshotSkipsAPurchaseWhoseMessageIDIsUnknown: a purchase whose row
+// keeps no last event (its event left the outbox before migration 00008)
+// gets no record by default: no consumer saw a derived id, and one deduping
+// by messageId alone would count it again. It is counted and reported, and
+// the rest of its batch is written. With SendDerivedIDs it goes under a
+// UUIDv5 of (purchase id, version) at its updated_at, the same on every run,
+// and is reported as sent.
+func TestSnapshotSkipsAPurchaseWhoseMessageIDIsUnknown(t *testing.T) {
+	t.Parallel()
+	b := newSnapshotBundle(t)
+	known := promotiontest.InsertPurchases(t, b.db, b.project, 3, promotiontest.Purchases{})
+	unknown := sortedIDs(promotiontest.InsertPurchases(t, b.db, b.project, 2, promotiontest.Purchases{UnknownLastEvent: true}))
+	ctx := context.Background()
+	run := func(derived bool) (app.SnapshotProgress, *reportedUnknown) {
+		obs := &reportedUnknown{}
+		res, err := app.NewSnapshotHandler(b.store, nil).Handle(ctx,
+			app.SnapshotCommand{Rate: 100000, BatchSize: 2, SendDerivedIDs: derived}, obs)
+		require.NoError(t, err)
+		require.True(t, res.Complete)
+		return res, obs
+	}
+
+	res, obs := run(false)
+	require.Equal(t, 3, res.Events)
+	require.Equal(t, 2, res.SkippedUnknownID)
+	require.Zero(t, res.SentDerivedID)
+	require.Equal(t, sortedIDs(known), purchaseIDsOf(b.snapshotEvents(t, res.SnapshotID)), "the known ones only")
+	require.Len(t, obs.unknown, 2)
+	for i, u := range obs.unknown {
+		require.Equal(t, app.UnknownIDSnapshot{Action: app.UnknownIDSkipped, PurchaseID: unknown[i],
+			TenantID: u.TenantID, Status: "Active", Version: 1}, u)
+		require.NotEqual(t, uuid.Nil, u.TenantID)
+	}
+
+	var sent []promotiontest.OutboxEvent
+	for range 2 {
+		res, obs = run(true)
+		require.Equal(t, 5, res.Events)
+		require.Zero(t, res.SkippedUnknownID)
+		require.Equal(t, 2, res.SentDerivedID)
+		events := b.snapshotEvents(t, res.SnapshotID)
+		require.Len(t, obs.unknown, 2)
+		var derived []promotiontest.OutboxEvent
+		for i, u := range obs.unknown {
+			require.Equal(t, app.UnknownIDSent, u.Action)
+			require.Equal(t, unknown[i], u.PurchaseID)
+			require.Equal(t, adapters.LegacyEventID(u.PurchaseID, 1), u.DerivedID)
+			for _, e := range events {
+				if e.Envelope.AggregateID == u.PurchaseID {
+					require.Equal(t, u.DerivedID.String(), e.MessageID)
+					derived = append(derived, e)
+				}
+			}
+		}
+		require.Len(t, derived, 2)
+		if sent != nil {
+			for i := range derived {
+				require.Equal(t, string(sent[i].Raw), string(derived[i].Raw), "the same derived record on every run")
+			}
+		}
+		sent = derived
+	}
+}
+
+// reportedUnknown records the purchases a run reported with an unknown
+// messageId.
+type reportedUnknown struct {
+	ignoreSnapshotReports
+	unknown []app.UnknownIDSnapshot
+}
+
+func (r *reportedUnknown) UnknownID(u app.UnknownIDSnapshot) { r.unknown = append(r.unknown, u) }
 
 // TestSnapshotRedeliversTheLastPublishedEvent: for a purchase bought, one
 // cancelled and one expired through the repositories, a snapshot's record

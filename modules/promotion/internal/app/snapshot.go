@@ -88,8 +88,11 @@ type SnapshotStore interface {
 	// (and makes the batch wait for a transition in flight, then read its
 	// result), and redelivers each one's last published event into the
 	// outbox: its messageId, occurredAt, version and payload, with
-	// b.SnapshotID as its correlation id. A purchase whose event cannot be
-	// built is left out (Failed); any other error rolls the batch back. The
+	// b.SnapshotID as its correlation id. A purchase whose last messageId
+	// the row does not keep is left out (Unknown), or, with
+	// b.SendDerivedIDs, redelivered under an id derived from it (Unknown,
+	// Sent). A purchase whose event cannot be built is left out (Failed);
+	// any other error rolls the batch back. The
 	// snapshot's row moves to the last purchase read, with the batch's
 	// counts, and is complete when the batch read fewer than b.Limit.
 	SnapshotBatch(ctx context.Context, b SnapshotBatch) (SnapshotBatchResult, error)
@@ -103,6 +106,9 @@ type SnapshotBatch struct {
 	// only purchases with a greater id; uuid.Nil from the start.
 	After uuid.UUID
 	Limit int
+	// SendDerivedIDs sends a purchase whose last messageId is unknown under
+	// an id derived from it, instead of leaving it out (ADR 0012).
+	SendDerivedIDs bool
 }
 
 // SnapshotBatchResult is what a committed batch did.
@@ -116,7 +122,34 @@ type SnapshotBatchResult struct {
 	Events int
 	// Failed are the purchases it read but wrote no event for.
 	Failed []FailedSnapshot
+	// Unknown are the purchases it read whose last messageId is unknown:
+	// left out, or sent under a derived id (Sent) with SendDerivedIDs.
+	Unknown []UnknownIDSnapshot
 }
+
+// UnknownIDSnapshot is a purchase whose row keeps no messageId of its last
+// event (the event left the outbox before migration 00008): its original
+// id is lost. It marshals to the line `pin promotion snapshot` writes to
+// stderr for each of them.
+type UnknownIDSnapshot struct {
+	// Action is "skipped", or "sent-under-derived-id" with SendDerivedIDs.
+	Action     string    `json:"unknownMessageId"`
+	PurchaseID uuid.UUID `json:"purchaseId"`
+	TenantID   uuid.UUID `json:"tenantId"`
+	Status     string    `json:"status"`
+	Version    int64     `json:"version"`
+	// DerivedID is the messageId it was sent under; nil when skipped.
+	DerivedID uuid.UUID `json:"derivedMessageId,omitzero"`
+}
+
+// What a snapshot did with a purchase whose last messageId is unknown.
+const (
+	UnknownIDSkipped = "skipped"
+	UnknownIDSent    = "sent-under-derived-id"
+)
+
+// Sent reports whether the purchase was redelivered, under a derived id.
+func (u UnknownIDSnapshot) Sent() bool { return u.Action == UnknownIDSent }
 
 // FailedSnapshot is a purchase a snapshot could not build the event of
 // (a poison purchase: no targets, a value the contract does not know).
@@ -134,6 +167,13 @@ type SnapshotProgress struct {
 	Events int `json:"events"`
 	// Failed is how many purchases this run could not write an event for.
 	Failed int `json:"failed"`
+	// SkippedUnknownID is how many purchases this run left out because
+	// their last messageId is unknown (ADR 0012); each is listed on stderr.
+	SkippedUnknownID int `json:"skippedUnknownId"`
+	// SentDerivedID is how many of its events went under a derived id
+	// (--send-derived-ids): a consumer that dedupes by messageId alone
+	// counts each of them again.
+	SentDerivedID int `json:"sentDerivedId"`
 	// TotalEvents is how many events the snapshot wrote in all, the runs it
 	// resumes included.
 	TotalEvents int `json:"totalEvents"`
@@ -150,8 +190,12 @@ type SnapshotObserver interface {
 	Started(SnapshotProgress)
 	// Progress is called about once a second while the run goes on.
 	Progress(SnapshotProgress)
-	// Failed is called for each purchase left out.
+	// Failed is called for each purchase left out because its event
+	// cannot be built.
 	Failed(FailedSnapshot)
+	// UnknownID is called for each purchase whose last messageId is
+	// unknown, skipped or sent under a derived id.
+	UnknownID(UnknownIDSnapshot)
 }
 
 // SnapshotCommand asks for a snapshot run.
@@ -171,6 +215,11 @@ type SnapshotCommand struct {
 	// BatchSize bounds one transaction (DefaultSnapshotBatchSize is the
 	// command's default).
 	BatchSize int
+	// SendDerivedIDs redelivers purchases whose last messageId is unknown
+	// under an id derived from them instead of skipping them. It belongs
+	// to the run, not the stored snapshot: a resume skips them unless
+	// given it again.
+	SendDerivedIDs bool
 }
 
 // Validate checks the command: a rate of at least one event a second, a
@@ -249,7 +298,7 @@ func (h SnapshotHandler) Handle(ctx context.Context, cmd SnapshotCommand, obs Sn
 			return res, fmt.Errorf("%w after %d events: %w", ErrSnapshotStopped, res.Events, err)
 		}
 		b, err := h.store.SnapshotBatch(context.WithoutCancel(ctx), SnapshotBatch{
-			SnapshotID: run.ID, Filter: run.Filter, After: res.After, Limit: limit,
+			SnapshotID: run.ID, Filter: run.Filter, After: res.After, Limit: limit, SendDerivedIDs: cmd.SendDerivedIDs,
 		})
 		if err != nil {
 			return res, fmt.Errorf("snapshot %s after %s: %w", res.SnapshotID, res.After, err)
@@ -263,6 +312,14 @@ func (h SnapshotHandler) Handle(ctx context.Context, cmd SnapshotCommand, obs Sn
 		}
 		for _, f := range b.Failed {
 			obs.Failed(f)
+		}
+		for _, u := range b.Unknown {
+			if u.Sent() {
+				res.SentDerivedID++
+			} else {
+				res.SkippedUnknownID++
+			}
+			obs.UnknownID(u)
 		}
 		if b.Read < limit {
 			res.Complete = true

@@ -20,8 +20,10 @@ import (
 // these tests of the run's own logic (pacing, stop, resume); the adapters'
 // tests run batches against PostgreSQL.
 type keysetStore struct {
-	ids     []uuid.UUID
-	poison  map[uuid.UUID]bool
+	ids    []uuid.UUID
+	poison map[uuid.UUID]bool
+	// unknown are the purchases whose last messageId is unknown.
+	unknown map[uuid.UUID]bool
 	runs    map[uuid.UUID]app.SnapshotRun
 	batches []app.SnapshotBatch
 	starts  []time.Duration // when each batch started, since the run began
@@ -36,7 +38,7 @@ func newKeysetStore(n int) *keysetStore {
 		ids[i] = uuid.New()
 	}
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	return &keysetStore{ids: ids, poison: map[uuid.UUID]bool{}, runs: map[uuid.UUID]app.SnapshotRun{}, began: time.Now()}
+	return &keysetStore{ids: ids, poison: map[uuid.UUID]bool{}, unknown: map[uuid.UUID]bool{}, runs: map[uuid.UUID]app.SnapshotRun{}, began: time.Now()}
 }
 
 func (s *keysetStore) StartSnapshot(_ context.Context, run app.SnapshotRun) error {
@@ -78,6 +80,16 @@ func (s *keysetStore) SnapshotBatch(ctx context.Context, b app.SnapshotBatch) (a
 			res.Failed = append(res.Failed, app.FailedSnapshot{PurchaseID: id, Err: errors.New("purchase has no targets")})
 			continue
 		}
+		if s.unknown[id] {
+			u := app.UnknownIDSnapshot{Action: app.UnknownIDSkipped, PurchaseID: id}
+			if b.SendDerivedIDs {
+				u.Action = app.UnknownIDSent
+			}
+			res.Unknown = append(res.Unknown, u)
+			if !b.SendDerivedIDs {
+				continue
+			}
+		}
 		res.Events++
 	}
 	if res.Read > 0 {
@@ -94,11 +106,13 @@ type observed struct {
 	started  []app.SnapshotProgress
 	progress []app.SnapshotProgress
 	failed   []uuid.UUID
+	unknown  []app.UnknownIDSnapshot
 }
 
-func (o *observed) Started(p app.SnapshotProgress)  { o.started = append(o.started, p) }
-func (o *observed) Progress(p app.SnapshotProgress) { o.progress = append(o.progress, p) }
-func (o *observed) Failed(f app.FailedSnapshot)     { o.failed = append(o.failed, f.PurchaseID) }
+func (o *observed) Started(p app.SnapshotProgress)    { o.started = append(o.started, p) }
+func (o *observed) Progress(p app.SnapshotProgress)   { o.progress = append(o.progress, p) }
+func (o *observed) Failed(f app.FailedSnapshot)       { o.failed = append(o.failed, f.PurchaseID) }
+func (o *observed) UnknownID(u app.UnknownIDSnapshot) { o.unknown = append(o.unknown, u) }
 
 func TestSnapshotPacesBatchesToTheRate(t *testing.T) {
 	t.Parallel()
@@ -272,6 +286,44 @@ func TestSnapshotCountsAndReportsPurchasesLeftOut(t *testing.T) {
 		require.Equal(t, []uuid.UUID{store.ids[3], store.ids[180]}, obs.failed)
 		require.True(t, res.Complete)
 	})
+}
+
+// TestSnapshotCountsAndReportsPurchasesWithAnUnknownMessageID: the run
+// passes SendDerivedIDs to every batch, counts the purchases skipped (or
+// sent under a derived id) apart from the failed ones, and reports each.
+func TestSnapshotCountsAndReportsPurchasesWithAnUnknownMessageID(t *testing.T) {
+	t.Parallel()
+	for _, derived := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			store := newKeysetStore(250)
+			store.unknown[store.ids[7]], store.unknown[store.ids[120]], store.unknown[store.ids[249]] = true, true, true
+			store.poison[store.ids[3]] = true
+			obs := &observed{}
+			res, err := app.NewSnapshotHandler(store, nil).Handle(context.Background(),
+				app.SnapshotCommand{Rate: 1000, BatchSize: 100, SendDerivedIDs: derived}, obs)
+			require.NoError(t, err)
+			require.True(t, res.Complete)
+			require.Equal(t, 1, res.Failed)
+			for _, b := range store.batches {
+				require.Equal(t, derived, b.SendDerivedIDs)
+			}
+			var reported []uuid.UUID
+			for _, u := range obs.unknown {
+				reported = append(reported, u.PurchaseID)
+				require.Equal(t, derived, u.Sent())
+			}
+			require.Equal(t, []uuid.UUID{store.ids[7], store.ids[120], store.ids[249]}, reported)
+			if derived {
+				require.Equal(t, 249, res.Events)
+				require.Equal(t, 3, res.SentDerivedID)
+				require.Zero(t, res.SkippedUnknownID)
+			} else {
+				require.Equal(t, 246, res.Events)
+				require.Equal(t, 3, res.SkippedUnknownID)
+				require.Zero(t, res.SentDerivedID)
+			}
+		})
+	}
 }
 
 func TestSnapshotRefusesBadOptionsBeforeAnyBatch(t *testing.T) {

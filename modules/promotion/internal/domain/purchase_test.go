@@ -220,7 +220,8 @@ func TestUnmarshalPurchaseFromDatabase(t *testing.T) {
 	require.Equal(t, int64(3), p.Version())
 
 	_, err := domain.UnmarshalPurchaseFromDatabase(domain.PurchaseFromDatabase{
-		ID: uuid.New(), Status: "Paused", PaymentStatus: domain.PaymentNotRequired, PackageKind: domain.PackageKindPostBoost,
+		ID: uuid.New(), Status: "NoSuchStatus", // a status no revision will add
+		PaymentStatus: domain.PaymentNotRequired, PackageKind: domain.PackageKindPostBoost,
 	})
 	require.Error(t, err)
 	_, err = domain.UnmarshalPurchaseFromDatabase(domain.PurchaseFromDatabase{

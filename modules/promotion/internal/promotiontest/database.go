@@ -48,6 +48,10 @@ type Purchases struct {
 	Targets   int           // targets per purchase; 1 when 0
 	EndsAt    time.Time     // a week from now when zero
 	CreatedAt time.Time     // created_at and updated_at; now when zero
+	// UnknownLastEvent stores no last event (last_event_id NULL), as for a
+	// purchase whose event left the outbox before migration 00008; else
+	// each keeps a random messageId at its updated_at, as if published.
+	UnknownLastEvent bool
 }
 
 // InsertPurchases stores n purchases of pkg with their targets (of the
@@ -56,7 +60,7 @@ type Purchases struct {
 // slow. Each runs the package's duration and ends at spec.EndsAt; an
 // Expired or Cancelled one is at version 2 (a Cancelled one with a
 // reason), an Active one at version 1. The ids come back in insertion
-// order.
+// order. No event is written to the outbox.
 func InsertPurchases(tb testing.TB, db *testbed.Database, pkg Package, n int, spec Purchases) []uuid.UUID {
 	tb.Helper()
 	if spec.Status == "" {
@@ -94,16 +98,17 @@ func InsertPurchases(tb testing.TB, db *testbed.Database, pkg Package, n int, sp
 	_, err := db.SQL.ExecContext(ctx, `INSERT INTO promotion.promotion_purchases
 		(id, tenant_id, package_id, package_code, package_kind, boost_weight, price_amount, currency_id,
 		 currency_iso_code, currency_name, currency_sign, status, payment_status, starts_at, ends_at,
-		 cancel_reason, created_by_user_id, created_at, updated_at, version)
+		 cancel_reason, created_by_user_id, created_at, updated_at, version, last_event_id, last_event_at)
 		SELECT u.id, u.tenant_id, $4::uuid, $5::text, $6::text, $7::integer, $8::numeric, $9::smallint,
 			$10::text, $11::text, $12::text, $13::text, $14::text, $15::timestamptz, $16::timestamptz, $17::text,
-			u.created_by, $18::timestamptz, $18::timestamptz, $19::bigint
+			u.created_by, $18::timestamptz, $18::timestamptz, $19::bigint,
+			CASE WHEN NOT $20::boolean THEN gen_random_uuid() END, CASE WHEN NOT $20::boolean THEN $18::timestamptz END
 		FROM unnest($1::uuid[], $2::uuid[], $3::uuid[]) AS u(id, tenant_id, created_by)`,
 		ids, tenants, buyers,
 		pkg.ID, pkg.Code, string(pkg.Kind), pkg.BoostWeight, pkg.Price.String(), domain.CurrencyIDRUB,
 		domain.RUB.IsoCode, domain.RUB.Name, domain.RUB.Sign, string(spec.Status), string(domain.PaymentNotRequired),
 		spec.EndsAt.Add(-time.Duration(pkg.DurationDays)*24*time.Hour), spec.EndsAt, reason,
-		spec.CreatedAt, version)
+		spec.CreatedAt, version, spec.UnknownLastEvent)
 	require.NoError(tb, err)
 	_, err = db.SQL.ExecContext(ctx, `INSERT INTO promotion.promotion_purchase_targets
 		(purchase_id, target_kind, target_id, position)
