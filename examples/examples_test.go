@@ -86,9 +86,6 @@ func TestJSConsumersKeepTheContract(t *testing.T) {
 	npmCI(t, dir)
 	bin := pin(t)
 
-	// billing's no-version-guard and refund-uncharged are not here: no
-	// scenario has a Cancelled without its Active before it, so the runner
-	// cannot see them yet (examples/consumers-js/README.md, Broken variants).
 	cases := []struct {
 		consumer string
 		broken   string
@@ -98,12 +95,14 @@ func TestJSConsumersKeepTheContract(t *testing.T) {
 		{consumer: "notifier"},
 		{consumer: "billing"},
 		{consumer: "notifier", broken: "no-dedupe", fail: "times (want once)"},
-		{consumer: "notifier", broken: "no-version-guard", fail: "went backwards"},
+		{consumer: "notifier", broken: "no-version-guard", fail: "(a stale record; want none)"},
 		{consumer: "notifier", broken: "commit-before-write", fail: "never performed (want once)"},
 		{consumer: "notifier", broken: "no-bounds", fail: "but no record the consumer had to acknowledge carries that status"},
 		{consumer: "billing", broken: "no-dedupe", fail: "times (want once)"},
 		{consumer: "billing", broken: "commit-before-write", fail: "never performed (want once)"},
 		{consumer: "billing", broken: "no-bounds", fail: "but no record the consumer had to acknowledge carries that status"},
+		{consumer: "billing", broken: "no-version-guard", fail: "(a stale record; want none)"},
+		{consumer: "billing", broken: "refund-uncharged", fail: "performed before any effect of the purchase it could undo"},
 	}
 	for _, c := range cases {
 		name := c.consumer

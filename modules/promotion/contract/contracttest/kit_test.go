@@ -18,8 +18,8 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// TestReferenceBillingKeepsTheContract: messageId dedupe alone, one invoice
-// per Active purchase.
+// TestReferenceBillingKeepsTheContract: messageId dedupe and the version
+// guard, one invoice per Active purchase, a refund only of an invoice.
 func TestReferenceBillingKeepsTheContract(t *testing.T) {
 	t.Parallel()
 	contracttest.Run(t, (&contracttest.Billing{Logger: quiet}).Consumer())
@@ -87,25 +87,79 @@ func TestKitFailsAConsumerThatSkipsDedupe(t *testing.T) {
 	require.Empty(t, got["hostile-records"], "it decodes with the contract, so it refuses what the bounds refuse")
 }
 
-// TestKitFailsBillingOnTheLegacySnapshot: a snapshot under a new messageId
-// (as main wrote one before it became a redelivery, and as
-// --send-derived-ids still writes a purchase whose messageId is lost) makes
-// billing, deduplicating by messageId alone as the contract says, invoice
-// the purchase again. The notifier's version guard happens to hide it.
-func TestKitFailsBillingOnTheLegacySnapshot(t *testing.T) {
+// byMessageID is c deduplicating by messageId alone: no version guard.
+func byMessageID(c contracttest.Consumer) contracttest.Consumer {
+	var mu sync.Mutex
+	seen := map[uuid.UUID]bool{}
+	handle := c.Handle
+	c.Handle = func(ctx context.Context, r contract.Record) error {
+		e, err := contract.DecodeRecord(r, quiet)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		again := seen[e.MessageID]
+		seen[e.MessageID] = true
+		mu.Unlock()
+		if again {
+			return nil
+		}
+		return handle(ctx, r)
+	}
+	return c
+}
+
+// TestKitFailsABillingWithoutAVersionGuard: billing deduplicating by
+// messageId alone, as the contract's consumers table has it, invoices a
+// purchase again on a snapshot under a new messageId (as main wrote one
+// before it became a redelivery, and as --send-derived-ids still writes a
+// purchase whose messageId is lost) and invoices an Active first seen after
+// its purchase's Expired; the reference billing's version guard skips both,
+// as the notifier's does.
+func TestKitFailsABillingWithoutAVersionGuard(t *testing.T) {
 	t.Parallel()
-	got := failures(t, (&contracttest.Billing{Logger: quiet}).Consumer(), contracttest.LegacySnapshot())
-	require.Len(t, got, 1)
+	got := failures(t, byMessageID((&noDedupe{}).consumer()), contracttest.LegacySnapshot(), contracttest.OlderAfterNewer())
+	require.Len(t, got, 2)
 	require.Len(t, got["legacy-snapshot"], 1)
 	require.Regexp(t, `^effect \{purchase A [0-9a-f-]{36}, Active, v1\} performed 2 times \(want once\)$`, got["legacy-snapshot"][0])
-	require.Empty(t, failures(t, (&contracttest.Notifier{Logger: quiet}).Consumer(), contracttest.LegacySnapshot()))
+	require.Len(t, got["older-after-newer"], 1)
+	require.Regexp(t, `^effect \{purchase B [0-9a-f-]{36}, Active, v1\} performed after v2 of the purchase was delivered \(a stale record; want none\)$`,
+		got["older-after-newer"][0])
+	for _, c := range []contracttest.Consumer{(&contracttest.Billing{Logger: quiet}).Consumer(), (&contracttest.Notifier{Logger: quiet}).Consumer()} {
+		require.Empty(t, failures(t, c, contracttest.LegacySnapshot(), contracttest.OlderAfterNewer()))
+	}
+}
+
+// TestKitFailsABillingThatRefundsWhatItNeverCharged: a Cancelled whose
+// Active never came has no invoice to refund; billing that refunds every
+// Cancelled pays out money nobody paid in.
+func TestKitFailsABillingThatRefundsWhatItNeverCharged(t *testing.T) {
+	t.Parallel()
+	n := &noDedupe{}
+	c := n.consumer()
+	invoice := c.Handle
+	c.Handle = func(ctx context.Context, r contract.Record) error {
+		e, err := contract.DecodeRecord(r, quiet)
+		if err != nil || e.Payload.Status != contract.StatusCancelled {
+			return invoice(ctx, r)
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.invoices = append(n.invoices, contracttest.Effect{PurchaseID: e.Payload.PurchaseID, Status: e.Payload.Status,
+			Version: e.Payload.Version, Kind: contracttest.KindReversal})
+		return nil
+	}
+	got := failures(t, c, contracttest.CancelledWithoutActivation())["cancelled-without-activation"]
+	require.Len(t, got, 1)
+	require.Regexp(t, `^effect reversal \{purchase A [0-9a-f-]{36}, Cancelled, v2\} performed before any effect of the purchase it could undo$`, got[0])
+	require.Empty(t, failures(t, (&contracttest.Billing{Logger: quiet}).Consumer(), contracttest.CancelledWithoutActivation()))
 }
 
 // unguarded notifies every new messageId, without a version guard.
 type unguarded struct{ noDedupe }
 
-// TestKitFailsANotifierWithoutAVersionGuard: the older event after a newer
-// one is notified after it; the kit reports the effect going backwards.
+// TestKitFailsANotifierWithoutAVersionGuard: the older event first seen
+// after a newer one is notified; the kit reports it as stale.
 func TestKitFailsANotifierWithoutAVersionGuard(t *testing.T) {
 	t.Parallel()
 	var u unguarded
@@ -129,7 +183,7 @@ func TestKitFailsANotifierWithoutAVersionGuard(t *testing.T) {
 	}
 	got := failures(t, c, contracttest.OlderAfterNewer())["older-after-newer"]
 	require.Len(t, got, 1)
-	require.Regexp(t, `^effect \{purchase B [0-9a-f-]{36}, Active, v1\} performed after one of version 2: it went backwards$`, got[0])
+	require.Regexp(t, `^effect \{purchase B [0-9a-f-]{36}, Active, v1\} performed after v2 of the purchase was delivered \(a stale record; want none\)$`, got[0])
 }
 
 // TestKitFailsAConsumerThatAcceptsWhatTheBoundsRefuse: a consumer that

@@ -18,15 +18,19 @@ import (
 // it in the database, in the transaction of the effect; what matters is the
 // same: the dedupe entry, the version and the effect are stored together.
 
-// Billing is a billing-style consumer: it deduplicates by messageId alone,
-// as the contract says billing does, issues one invoice per Active
-// purchase, and refunds it (a reversal) when the purchase is cancelled.
+// Billing is a billing-style consumer: it deduplicates by messageId and
+// keeps the version guard the contract's guarantees ask of every consumer
+// (its consumers table names only messageId for billing: without the guard
+// an Active first seen after its purchase's end would charge it), issues
+// one invoice per Active purchase, and refunds it (a reversal) when the
+// purchase is cancelled.
 type Billing struct {
 	// Logger receives the contract's warnings; slog.Default() when nil.
 	Logger *slog.Logger
 
 	mu       sync.Mutex
 	seen     map[uuid.UUID]bool
+	versions map[uuid.UUID]int64
 	invoiced map[uuid.UUID]bool
 	invoices []Effect // and refunds, in the order made
 }
@@ -43,10 +47,14 @@ func (b *Billing) Handle(_ context.Context, r contract.Record) error {
 		return nil // a redelivery: invoiced already, or not to be invoiced
 	}
 	if b.seen == nil {
-		b.seen, b.invoiced = map[uuid.UUID]bool{}, map[uuid.UUID]bool{}
+		b.seen, b.versions, b.invoiced = map[uuid.UUID]bool{}, map[uuid.UUID]int64{}, map[uuid.UUID]bool{}
 	}
 	b.seen[e.MessageID] = true
 	p := e.Payload
+	if p.Version <= b.versions[p.PurchaseID] {
+		return nil // stale: the purchase is at a later state already
+	}
+	b.versions[p.PurchaseID] = p.Version
 	switch {
 	case p.Status == contract.StatusActive:
 		b.invoiced[p.PurchaseID] = true

@@ -52,6 +52,10 @@ func OtherContractVersions() Scenario { return named("other-contract-versions") 
 // HostileRecords delivers records no revision of the contract writes.
 func HostileRecords() Scenario { return named("hostile-records") }
 
+// CancelledWithoutActivation delivers a purchase's Cancelled whose Active
+// never comes (gone with the topic's retention, or cancelled while Pending).
+func CancelledWithoutActivation() Scenario { return named("cancelled-without-activation") }
+
 // LegacySnapshot is the snapshot as main wrote it before it became a
 // redelivery (a new messageId); not among Scenarios: a consumer that
 // deduplicates by messageId alone, as the contract says billing does,

@@ -37,6 +37,7 @@ var builders = []struct {
 	{"06-unknown-enum-values.json", unknownEnumValues},
 	{"07-other-contract-versions.json", otherContractVersions},
 	{"08-hostile-records.json", hostileRecords},
+	{"09-cancelled-without-activation.json", cancelledWithoutActivation},
 	{"90-legacy-snapshot.json", legacySnapshot},
 }
 
@@ -264,7 +265,8 @@ func duplicates() Scenario {
 func olderAfterNewer() Scenario {
 	return build("older-after-newer", "A purchase's older event after its newer one: a copy redelivered late (the same messageId), "+
 		"and an event seen for the first time after the next one (written before the relay kept each purchase in version order). "+
-		"Nothing goes backwards: no effect after one of a higher version, a refund never before its charge; a projection keeps the newer state.", func(b *builder) {
+		"Nothing goes backwards: no effect for an event first seen after the next one (the version guard skips it), none after one of a higher version, "+
+		"a refund never before its charge; a projection keeps the newer state.", func(b *builder) {
 		a := b.purchase(contract.KindProjectBoost, 10, b.project())
 		a1, a2 := a.event(contract.StatusActive, 1), a.event(contract.StatusCancelled, 2)
 		b.deliver(a, a1, a2, a1)
@@ -442,6 +444,20 @@ func hostileRecords() Scenario {
 			delete(r.Headers, contract.HeaderMessageID)
 		})
 		b.deliver(a, a.event(contract.StatusCancelled, 2))
+	})
+}
+
+// cancelledWithoutActivation is what a consumer sees of a purchase whose
+// Active left the topic before it started (the contract promises what is
+// within retention), or that was cancelled while Pending: its Cancelled alone.
+func cancelledWithoutActivation() Scenario {
+	return build("cancelled-without-activation", "A purchase's Cancelled (version 2) whose Active (version 1) never comes: "+
+		"the consumer started after the topic's retention removed it, or the purchase was cancelled while Pending. "+
+		"Nothing of it to undo: no refund; its cancellation still acts. Beside it, a purchase whose Active and Cancelled both come.", func(b *builder) {
+		a := b.purchase(contract.KindProjectBoost, 10, b.project())
+		b.deliver(a, a.event(contract.StatusCancelled, 2))
+		c := b.purchase(contract.KindPostBoost, 4, b.post())
+		b.deliver(c, c.event(contract.StatusActive, 1), c.event(contract.StatusCancelled, 2))
 	})
 }
 

@@ -55,7 +55,9 @@ func (e Effect) describe(label string) string {
 // effect at most once, matched by purchase, status and version; no effect
 // the scenario does not allow (a refused record's, a forged version's); no
 // effect of a purchase after one of a higher version; a reversal only after
-// an effect of its purchase it can undo.
+// an effect of its purchase it can undo; none for a record first delivered
+// after a later version of its purchase (StaleAfter), which the version
+// guard skips.
 func Judge(s Scenario, effects []Effect, actsOn func(contract.Status) bool) []string {
 	type key struct {
 		id      uuid.UUID
@@ -67,8 +69,10 @@ func Judge(s Scenario, effects []Effect, actsOn func(contract.Status) bool) []st
 		mine[p.ID] = true
 	}
 	allowed := map[key]bool{}
+	staleAfter := map[key]int64{}
 	for _, e := range s.Effects {
 		allowed[key{e.PurchaseID, e.Status, e.Version}] = true
+		staleAfter[key{e.PurchaseID, e.Status, e.Version}] = e.StaleAfter
 	}
 	// What no record allows first, then how often, then in what order: a
 	// redelivery acted on twice also goes backwards, and its count says why.
@@ -95,6 +99,9 @@ func Judge(s Scenario, effects []Effect, actsOn func(contract.Status) bool) []st
 			continue
 		case !allowed[k]:
 			wrong = append(wrong, fmt.Sprintf("effect %s performed, but no record the consumer had to acknowledge carries that status at that version (want none)", name(e)))
+			continue
+		case staleAfter[k] > 0:
+			wrong = append(wrong, fmt.Sprintf("effect %s performed after v%d of the purchase was delivered (a stale record; want none)", name(e), staleAfter[k]))
 			continue
 		}
 		counts[k]++
@@ -129,12 +136,14 @@ func Judge(s Scenario, effects []Effect, actsOn func(contract.Status) bool) []st
 // AllowedEffects works out the Effects of a scenario from its records: for
 // each purchase, the status of every record it had to acknowledge, at its
 // version; due when delivered, as a transition, before any later one of the
-// purchase. By purchase in the order first named, then by version.
+// purchase; stale (StaleAfter, want none) when first delivered after a later
+// one. By purchase in the order first named, then by version.
 func AllowedEffects(records []ScenarioRecord) []ExpectedEffect {
 	type history struct {
 		id       uuid.UUID
 		versions map[contract.Status]int64
 		due      map[contract.Status]bool
+		stale    map[contract.Status]int64
 		latest   int64
 	}
 	var order []*history
@@ -145,12 +154,16 @@ func AllowedEffects(records []ScenarioRecord) []ExpectedEffect {
 		}
 		h := byID[r.Event.PurchaseID]
 		if h == nil {
-			h = &history{id: r.Event.PurchaseID, versions: map[contract.Status]int64{}, due: map[contract.Status]bool{}}
+			h = &history{id: r.Event.PurchaseID, versions: map[contract.Status]int64{}, due: map[contract.Status]bool{},
+				stale: map[contract.Status]int64{}}
 			byID[h.id] = h
 			order = append(order, h)
 		}
 		if r.Refuse != nil {
 			continue
+		}
+		if _, seen := h.versions[r.Event.Status]; !seen && r.Event.Version < h.latest {
+			h.stale[r.Event.Status] = h.latest
 		}
 		h.versions[r.Event.Status] = r.Event.Version
 		if r.Event.Version > h.latest {
@@ -163,7 +176,8 @@ func AllowedEffects(records []ScenarioRecord) []ExpectedEffect {
 		statuses := slices.Collect(maps.Keys(h.versions))
 		slices.SortFunc(statuses, func(a, b contract.Status) int { return cmp.Compare(h.versions[a], h.versions[b]) })
 		for _, st := range statuses {
-			out = append(out, ExpectedEffect{EventRef: EventRef{PurchaseID: h.id, Status: st, Version: h.versions[st]}, Due: h.due[st]})
+			out = append(out, ExpectedEffect{EventRef: EventRef{PurchaseID: h.id, Status: st, Version: h.versions[st]}, Due: h.due[st],
+				StaleAfter: h.stale[st]})
 		}
 	}
 	return out

@@ -109,3 +109,56 @@ func TestScenariosAreFreshEachTime(t *testing.T) {
 	nilTenant := slices.IndexFunc(a.Records, func(r scenarios.ScenarioRecord) bool { return strings.Contains(r.What, "nil tenantId") })
 	require.Contains(t, a.Records[nilTenant].Value, `"tenantId":"00000000-0000-0000-0000-000000000000"`)
 }
+
+// TestJudgeWantsNoEffectForAStaleRecord: purchase B's Active v1 comes for
+// the first time after its Expired v2; the version guard skips it, so a
+// charge for it breaks the contract, even from a consumer that never acted
+// on the Expired (nothing of B went backwards among its effects).
+func TestJudgeWantsNoEffectForAStaleRecord(t *testing.T) {
+	t.Parallel()
+	s := named(t, "older-after-newer")
+	i := slices.IndexFunc(s.Effects, func(e scenarios.ExpectedEffect) bool { return e.StaleAfter > 0 })
+	require.GreaterOrEqual(t, i, 0, "purchase B's Active v1")
+	stale := s.Effects[i]
+	require.Equal(t, scenarios.ExpectedEffect{EventRef: stale.EventRef, StaleAfter: 2}, stale)
+	require.Empty(t, scenarios.Judge(s, effectsOf(s), actsOnAll))
+
+	active := func(st contract.Status) bool { return st == contract.StatusActive }
+	charges := []scenarios.Effect{effectsOf(s)[0], {PurchaseID: stale.PurchaseID, Status: stale.Status, Version: stale.Version}}
+	require.Empty(t, scenarios.Judge(s, charges[:1], active))
+	got := scenarios.Judge(s, charges, active)
+	require.Equal(t, []string{"effect {purchase B " + stale.PurchaseID.String() +
+		", Active, v1} performed after v2 of the purchase was delivered (a stale record; want none)"}, got)
+}
+
+// TestJudgeHoldsARefundOfAPurchaseNeverActivated: purchase A's Cancelled
+// comes without its Active. Billing passes with no effect for A (and a
+// charge and refund of B); a refund of A has nothing to undo. A notifier
+// must notify A's cancellation.
+func TestJudgeHoldsARefundOfAPurchaseNeverActivated(t *testing.T) {
+	t.Parallel()
+	s := named(t, "cancelled-without-activation")
+	a := s.Purchases[0].ID
+	var billing []scenarios.Effect
+	for _, e := range effectsOf(s) {
+		if e.PurchaseID != a {
+			if e.Status == contract.StatusCancelled {
+				e.Kind = scenarios.KindReversal
+			}
+			billing = append(billing, e)
+		}
+	}
+	active := func(st contract.Status) bool { return st == contract.StatusActive }
+	require.Len(t, billing, 2)
+	require.Empty(t, scenarios.Judge(s, billing, active))
+
+	refund := scenarios.Effect{PurchaseID: a, Status: contract.StatusCancelled, Version: 2, Kind: scenarios.KindReversal}
+	got := scenarios.Judge(s, append(billing, refund), active)
+	require.Equal(t, []string{"effect reversal {purchase A " + a.String() +
+		", Cancelled, v2} performed before any effect of the purchase it could undo"}, got)
+
+	require.Empty(t, scenarios.Judge(s, effectsOf(s), actsOnAll))
+	got = scenarios.Judge(s, effectsOf(s)[1:], actsOnAll)
+	require.Len(t, got, 1)
+	require.Contains(t, got[0], "{purchase A "+a.String()+", Cancelled, v2} never performed (want once)")
+}

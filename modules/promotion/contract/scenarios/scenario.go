@@ -31,8 +31,9 @@ type Scenario struct {
 	// Records are the records in the order produced.
 	Records []ScenarioRecord `json:"records"`
 	// Effects are the side effects a consumer may make: each at most once,
-	// and exactly once when Due and the consumer acts on its status. Any
-	// other effect of the scenario's purchases breaks the contract.
+	// and exactly once when Due and the consumer acts on its status; never
+	// one with StaleAfter. Any other effect of the scenario's purchases
+	// breaks the contract.
 	Effects []ExpectedEffect `json:"effects"`
 }
 
@@ -84,14 +85,19 @@ type Refusal struct {
 	Naming []string `json:"naming"`
 }
 
-// ExpectedEffect is a side effect a consumer may make for a scenario.
+// ExpectedEffect is a side effect a consumer may make for a scenario, or,
+// with StaleAfter, must not.
 type ExpectedEffect struct {
 	EventRef
 	// Due says the effect must happen (once) when the consumer acts on its
 	// status: the transition was delivered, as such, before any later one
-	// of its purchase. Otherwise (seen first in a snapshot, or after a later
-	// transition) it may happen once or not at all.
+	// of its purchase. Otherwise (seen first in a snapshot) it may happen
+	// once or not at all.
 	Due bool `json:"due"`
+	// StaleAfter is, for a transition first delivered after a later one of
+	// its purchase, that later version: the version guard skips the record,
+	// so the effect must not happen. 0 otherwise.
+	StaleAfter int64 `json:"staleAfter,omitempty"`
 }
 
 // Record returns r as a consumer receives it.
