@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -60,11 +61,19 @@ func TestReadmeWalkPastesIntoThePinDevShell(t *testing.T) {
 	db := testbed.NewDatabase(t)
 	s, _ := startDevWithBroker(t, db)
 	var exports []string
-	for _, line := range strings.Split(s.out.String(), "\n") {
-		if strings.HasPrefix(line, "  export ") {
-			exports = append(exports, strings.TrimSpace(line))
+	// Ready is no promise that the whole banner has come through the pipe yet.
+	testbed.Eventually(t, func() error {
+		exports = nil
+		for _, line := range strings.Split(s.out.String(), "\n") {
+			if strings.HasPrefix(line, "  export ") {
+				exports = append(exports, strings.TrimSpace(line))
+			}
 		}
-	}
+		if !strings.Contains(s.out.String(), "kcat -C") {
+			return fmt.Errorf("no whole banner yet:\n%s", s.out.String())
+		}
+		return nil
+	})
 	require.Len(t, exports, 6, "the banner's export lines:\n%s", s.out.String())
 	walk := strings.Join(readmeWalk(t), "\n")
 	kcat := bannerKcatLine(t, s.out.String())

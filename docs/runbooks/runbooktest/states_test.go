@@ -141,12 +141,19 @@ func (w *world) setBrokers(brokers []string) {
 func serving(t *testing.T, w *world) *instance {
 	t.Helper()
 	in := startDev(t, w)
-	for _, line := range strings.Split(in.out.String(), "\n") {
-		if strings.HasPrefix(line, "  export ") {
-			w.exports = append(w.exports, strings.TrimSpace(line))
+	// Ready is no promise that the banner has come through the pipe yet.
+	testbed.Eventually(t, func() error {
+		w.exports = nil
+		for _, line := range strings.Split(in.out.String(), "\n") {
+			if strings.HasPrefix(line, "  export ") {
+				w.exports = append(w.exports, strings.TrimSpace(line))
+			}
 		}
-	}
-	require.NotEmpty(t, w.exports, "the pin dev banner's export lines:\n%s", in.out.String())
+		if len(w.exports) == 0 || !strings.Contains(in.out.String(), "kcat -C") {
+			return fmt.Errorf("no whole banner with export lines yet:\n%s", in.out.String())
+		}
+		return nil
+	})
 	w.env = map[string]string{}
 	testbed.Eventually(t, func() error {
 		_, metrics := testbed.Get(t, in.base+"/metrics")
