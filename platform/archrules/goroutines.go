@@ -38,7 +38,7 @@ func StopsOffTestGoroutine(root string) ([]string, error) {
 			return err
 		}
 		if d.IsDir() {
-			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor") {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor" || d.Name() == "node_modules") {
 				return filepath.SkipDir
 			}
 			return nil

@@ -43,7 +43,7 @@ func TestReferencedDocumentsExist(t *testing.T) {
 			return err
 		}
 		if d.IsDir() {
-			if strings.HasPrefix(d.Name(), ".") && path != repoRoot || d.Name() == "testdata" {
+			if strings.HasPrefix(d.Name(), ".") && path != repoRoot || d.Name() == "testdata" || d.Name() == "node_modules" {
 				return filepath.SkipDir
 			}
 			return nil

@@ -69,7 +69,7 @@ func LoggedMessages(root string) (map[string]bool, error) {
 			return err
 		}
 		if d.IsDir() {
-			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") {
 				return filepath.SkipDir
 			}
 			return nil
