@@ -222,6 +222,37 @@ func TestSupportStaysInTests(module string) Rule {
 	}
 }
 
+// ModulesWriteOnlyToTheOutbox forbids a module from depending on any room of
+// the outbox but its write API (platform/outbox): the relay and the
+// dead-letter administration are the host's and the operators'. The rooms'
+// shared store is internal to platform/outbox, which the compiler enforces.
+func ModulesWriteOnlyToTheOutbox(module string) Rule {
+	return Rule{
+		Name: "modules depend only on the outbox's write API",
+		Check: func(pkg, dep string) bool {
+			return under(pkg, module+"/modules") && outboxRoom(module, dep)
+		},
+	}
+}
+
+// OutboxWriteAPIStandsAlone forbids the outbox's write API from depending on
+// its other rooms, so a module that publishes builds no relay.
+func OutboxWriteAPIStandsAlone(module string) Rule {
+	return Rule{
+		Name: "the outbox's write API depends on no other room of the outbox",
+		Check: func(pkg, dep string) bool {
+			return pkg == module+"/platform/outbox" && outboxRoom(module, dep)
+		},
+	}
+}
+
+// outboxRoom reports whether dep is a room of the outbox other than its
+// write API and its internal store.
+func outboxRoom(module, dep string) bool {
+	root := module + "/platform/outbox"
+	return strings.HasPrefix(dep, root+"/") && !under(dep, root+"/internal")
+}
+
 // Rules returns every rule of the project for the Go module path module.
 func Rules(module string) []Rule {
 	return []Rule{
@@ -231,5 +262,7 @@ func Rules(module string) []Rule {
 		ModulesMeetOnlyThroughContracts(module),
 		ContractIsSelfContained(module, ContractLibraries...),
 		TestSupportStaysInTests(module),
+		ModulesWriteOnlyToTheOutbox(module),
+		OutboxWriteAPIStandsAlone(module),
 	}
 }

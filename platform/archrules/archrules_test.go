@@ -75,6 +75,13 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 		"platform/testbed/testbed.go":                               "package testbed\n\nimport _ \"testing\"\n",
 		"platform/host/host.go":                                     "package host\n\nimport _ \"" + fake + "/modules/billing/contract\"\n",
 		"platform/clean/clean.go":                                   "package clean\n",
+		"platform/outbox/outbox.go":                                 "package outbox\n\nimport _ \"" + fake + "/platform/outbox/internal/store\"\n",
+		"platform/outbox/internal/store/store.go":                   "package store\n",
+		"platform/outbox/relay/relay.go":                            "package relay\n\nimport _ \"" + fake + "/platform/outbox/internal/store\"\n",
+		"platform/outbox/deadletters/deadletters.go":                "package deadletters\n",
+		"platform/outbox/tracing.go":                                "package outbox\n\nimport _ \"" + fake + "/platform/outbox/deadletters\"\n",
+		"modules/billing/internal/adapters/outbox.go":               "package adapters\n\nimport _ \"" + fake + "/platform/outbox\"\n",
+		"modules/billing/internal/ports/relay.go":                   "package ports\n\nimport _ \"" + fake + "/platform/outbox/relay\"\n",
 	}
 	for name, body := range files {
 		path := filepath.Join(dir, name)
@@ -104,6 +111,11 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 			fake + "/modules/promotion/internal/adapters -> " + fake + "/modules/promotion/internal/promotiontest",
 			fake + "/modules/promotion/internal/adapters -> " + fake + "/platform/testbed",
 		}},
+		{archrules.ModulesWriteOnlyToTheOutbox(fake), []string{
+			fake + "/modules/billing/internal/adapters -> " + fake + "/platform/outbox/deadletters",
+			fake + "/modules/billing/internal/ports -> " + fake + "/platform/outbox/relay",
+		}},
+		{archrules.OutboxWriteAPIStandsAlone(fake), []string{fake + "/platform/outbox -> " + fake + "/platform/outbox/deadletters"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule.Name, func(t *testing.T) {
