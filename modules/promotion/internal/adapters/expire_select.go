@@ -6,7 +6,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -15,8 +17,8 @@ import (
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
-// purchaseColumns are the columns of purchaseModel in the order
-// purchaseFields scans them; a test compares them with the model.
+// purchaseColumns are the columns of purchaseModel in its field order, the
+// order purchaseFields scans them (TestExpirePurchaseColumnsMatchModel).
 var purchaseColumns = []string{
 	"id", "tenant_id", "package_id", "package_code", "package_kind", "boost_weight",
 	"price_amount", "currency_id", "currency_iso_code", "currency_name", "currency_sign",
@@ -24,12 +26,15 @@ var purchaseColumns = []string{
 	"created_by_user_id", "updated_by_user_id", "created_at", "updated_at", "version",
 }
 
-// purchaseFields are the scan destinations of purchaseColumns in m.
+// purchaseFields are the scan destinations of purchaseColumns in m: its
+// fields in order, taken from the model so the list is not written twice.
 func purchaseFields(m *purchaseModel) []any {
-	return []any{&m.ID, &m.TenantID, &m.PackageID, &m.PackageCode, &m.PackageKind, &m.BoostWeight,
-		&m.PriceAmount, &m.CurrencyID, &m.CurrencyIsoCode, &m.CurrencyName, &m.CurrencySign,
-		&m.Status, &m.PaymentStatus, &m.StartsAt, &m.EndsAt, &m.CancelReason,
-		&m.CreatedByUserID, &m.UpdatedByUserID, &m.CreatedAt, &m.UpdatedAt, &m.Version}
+	v := reflect.ValueOf(m).Elem()
+	out := make([]any, v.NumField())
+	for i := range out {
+		out[i] = v.Field(i).Addr().Interface()
+	}
+	return out
 }
 
 // The expiry's selection, as named literal queries (sql/*.sql).
@@ -64,8 +69,10 @@ func selectBatch(ctx context.Context, tx postgres.Tx, b app.ExpireBatch) (batchS
 	for rows.Next() {
 		var m purchaseModel
 		var slot int
+		var sortAt time.Time
 		var targets sql.NullString
-		if err := rows.Scan(append(purchaseFields(&m), &slot, &targets, &sel.skipped, &sel.kept)...); err != nil {
+		dest := append([]any{&slot, &sortAt}, purchaseFields(&m)...)
+		if err := rows.Scan(append(dest, &targets, &sel.skipped, &sel.kept)...); err != nil {
 			return batchSelection{}, fmt.Errorf("select due purchases: %w", err)
 		}
 		sel.rows = append(sel.rows, m)

@@ -53,7 +53,7 @@ func TestQueriesListPurchaseColumns(t *testing.T) {
 		query    string
 		prefixes []string
 	}{
-		"expire_select_batch": {selectBatchQuery, []string{"", "p.", "k."}},
+		"expire_select_batch": {selectBatchQuery, []string{"", "p."}},
 		"purchase_insert":     {insertPurchaseHead, []string{""}},
 		"snapshot_select":     {snapshotSelectBatchQuery, []string{"p."}},
 	} {

@@ -6,4 +6,4 @@
 SELECT count(*), min(p.ends_at), count(x.purchase_id)
 FROM promotion.promotion_purchases AS p
 LEFT JOIN promotion.expire_poison AS x ON x.purchase_id = p.id
-WHERE p.status = 'Active' AND p.ends_at <= coalesce($1::timestamptz, now())
+WHERE promotion.expiry_due(p, coalesce($1::timestamptz, now()))
