@@ -69,7 +69,7 @@ func ownRefusal(err error) bool {
 func (t *expireTx) WriteOne(ctx context.Context, ex app.Expiry) (bool, error) {
 	var written bool
 	var own error // the row's own refusal
-	err := inSavepoint(ctx, t.tx, "expire_item", func() error {
+	err := inItemSavepoint(ctx, t.tx, func() error {
 		ids, err := t.r.events.writeTransitions(ctx, t.tx, t.r.outbox, []transition{t.transition(ex)},
 			[][]*message.Message{t.events[ex.Purchase.ID()].msgs}, false)
 		written = len(ids) == 1
@@ -120,23 +120,23 @@ func (t *expireTx) Reread(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]a
 	return current, nil
 }
 
-// inSavepoint runs fn after SAVEPOINT name; on fn's error it rolls back to
-// the savepoint (the transaction stays usable) and returns fn's error, or
-// the rollback's error when even that fails.
-func inSavepoint(ctx context.Context, tx postgres.Tx, name string, fn func() error) error {
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("savepoint %s: %w", name, err)
+// inItemSavepoint runs fn after SAVEPOINT expire_item; on fn's error it
+// rolls back to the savepoint (the transaction stays usable) and returns
+// fn's error, or the rollback's error when even that fails.
+func inItemSavepoint(ctx context.Context, tx postgres.Tx, fn func() error) error {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT expire_item`); err != nil {
+		return fmt.Errorf("savepoint expire_item: %w", err)
 	}
 	if err := fn(); err != nil {
-		if _, rbErr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+name); rbErr != nil {
+		if _, rbErr := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT expire_item`); rbErr != nil {
 			// Only rbErr is wrapped: the transaction is broken, whatever
 			// fn's error was, so this must not pass for a row error.
-			return fmt.Errorf("rollback to savepoint %s: %w (after: %v)", name, rbErr, err)
+			return fmt.Errorf("rollback to savepoint expire_item: %w (after: %v)", rbErr, err)
 		}
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("release savepoint %s: %w", name, err)
+	if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT expire_item`); err != nil {
+		return fmt.Errorf("release savepoint expire_item: %w", err)
 	}
 	return nil
 }
