@@ -44,8 +44,7 @@ func TestADeadLetteredEventHoldsItsPurchaseSoTheProjectionSeesItInOrder(t *testi
 	publish := func(e contract.Envelope) {
 		t.Helper()
 		require.NoError(t, postgres.InTx(ctx, b.db.Gorm, func(tx postgres.Tx) error {
-			_, err := pub.Write(ctx, tx, outbox.Write{Events: outbox.Events(contract.Topic, outboxMessage(t, e))})
-			return err
+			return pub.Write(ctx, tx, outbox.Events(contract.Topic, outboxMessage(t, e)))
 		}))
 	}
 

@@ -267,7 +267,7 @@ func TestTracePurchaseReachesTheProjection(t *testing.T) {
 	httpSpan := b.span(t, "the purchase's HTTP span", func(s tracetest.SpanStub) bool { return s.Name == purchaseSpanName })
 	b.statementUnder(t, httpSpan, "INSERT INTO promotion.promotion_purchases ")
 	b.statementUnder(t, httpSpan, "commit")
-	b.statementUnder(t, httpSpan, "INSERT INTO "+outbox.TableName(contract.Topic))
+	b.statementUnder(t, httpSpan, "SELECT outbox.publish(@events::text[], ARRAY(SELECT id::text FROM purchase))")
 	carried := b.requireCarriedTo(t, httpSpan, b.record(t, p.ID, contract.StatusActive))
 
 	// The only record on the topic is a batch of one: the consumer's span

@@ -233,6 +233,5 @@ func spanContextOf(ctx context.Context) trace.SpanContext {
 // publish writes msgs to topic's outbox table inside tx, as a producer
 // without a change of its own does.
 func publish(ctx context.Context, pub *outbox.Publisher, tx postgres.Tx, topic string, msgs ...*message.Message) error {
-	_, err := pub.Write(ctx, tx, outbox.Write{Events: outbox.Events(topic, msgs...)})
-	return err
+	return pub.Write(ctx, tx, outbox.Events(topic, msgs...))
 }

@@ -21,7 +21,8 @@ const instrumentation = "github.com/pinmarket/pin/platform/outbox"
 
 // Publisher writes messages into the outbox inside the caller's transaction
 // or statement, so an event is stored if and only if the change it
-// describes commits. It is the only writer of the outbox tables (write.go).
+// describes commits. It is the only way into the outbox tables: its events
+// go through the SQL function outbox.publish (write.go).
 // It is safe for concurrent use.
 type Publisher struct {
 	tracer trace.Tracer
@@ -96,7 +97,7 @@ func (p *Publisher) fail(span trace.Span, topic string, err error) error {
 }
 
 // checkMessage refuses a message the outbox cannot carry: one without a
-// UUID or the required metadata, or one Batch could not join (checkJoinable).
+// UUID or the required metadata, or one encode could not join (checkJoinable).
 func checkMessage(msg *message.Message) error {
 	if msg == nil {
 		return errors.New("nil message")
@@ -115,11 +116,11 @@ func checkMessage(msg *message.Message) error {
 	return nil
 }
 
-// checkJoinable refuses a message a Batch could not join: a UUID or key
+// checkJoinable refuses a message encode could not join: a UUID or key
 // holding a RowSeparator, an empty payload (string_to_array would drop it)
 // or one holding a raw RowSeparator (neither is JSON). The payload is not
-// parsed here: the outbox's json column parses it on insert, and one it
-// refuses fails the insert, so nothing is stored.
+// parsed here: outbox.publish casts it to json, and one it refuses fails
+// the statement, so nothing is stored.
 func checkJoinable(msg *message.Message) error {
 	if strings.Contains(msg.UUID, RowSeparator) || strings.Contains(msg.Metadata.Get(kafka.MetaPartitionKey), RowSeparator) {
 		return fmt.Errorf("message %q: its UUID and key hold no record separator", msg.UUID)

@@ -4,15 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/jackc/pgx/v5"
 	"strings"
 	"testing"
 
 	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/pinmarket/pin/platform/correlation"
 	"github.com/pinmarket/pin/platform/kafka"
@@ -199,20 +200,36 @@ func TestPublishStoresMessagesInOrder(t *testing.T) {
 	require.Len(t, b.storedRows(t), len(msgs), "nothing of a refused publication is stored")
 }
 
-// A change's statement stores exactly the events whose key its announcing
-// CTE returns, refuses an event whose key names none of its rows, and
-// stores nothing when the statement fails.
-func TestChangeStoresOnlyAnnouncedEvents(t *testing.T) {
+// changeQuery stands for a module's statement: written returns the ids it
+// "wrote", and published hands the prepared events to outbox.publish with
+// them, read by the final SELECT so that the call runs.
+const changeQuery = `WITH written AS (SELECT unnest($1::text[]) AS id),
+published AS (SELECT outbox.publish($2, ARRAY(SELECT id FROM written)))
+SELECT id FROM written, published`
+
+// A change's statement stores exactly the events whose key it wrote;
+// Prepare refuses an event whose key names none of the change's rows, and
+// nothing is stored when the statement fails.
+func TestPreparedEventsAreStoredOnlyWithTheirRows(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	change, err := outbox.NewChange("test_written", `WITH written AS (SELECT unnest(@written::text[]) AS id)`, "written", topic)
-	require.NoError(t, err)
 	write := func(written, keys []string, msgs ...*message.Message) ([]string, error) {
 		var ids []string
 		err := postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
-			var err error
-			ids, err = b.pub.Write(b.ctx, tx, outbox.Write{Events: outbox.Events(topic, msgs...), Change: change,
-				Args: pgx.NamedArgs{"written": written}, Keys: keys})
+			prepared, err := b.pub.Prepare(b.ctx, outbox.Events(topic, msgs...), keys)
+			if err != nil {
+				return err
+			}
+			rows, err := tx.QueryContext(b.ctx, changeQuery, written, prepared.Events())
+			if err == nil {
+				for rows.Next() {
+					var id string
+					require.NoError(t, rows.Scan(&id))
+					ids = append(ids, id)
+				}
+				err = errors.Join(rows.Err(), rows.Close())
+			}
+			prepared.End(err)
 			return err
 		})
 		return ids, err
@@ -229,6 +246,8 @@ func TestChangeStoresOnlyAnnouncedEvents(t *testing.T) {
 
 	_, err = write(all, []string{"purchase-1"}, event("purchase-1", 2), event("purchase-9", 1))
 	require.ErrorContains(t, err, `its key "purchase-9" names no row of the change`)
+	_, err = write(all, nil, event("purchase-1", 2))
+	require.ErrorContains(t, err, "names no row of the change", "a change without keys takes no event")
 
 	notJSON := event("purchase-4", 1)
 	notJSON.Payload = []byte(`{"key":`)
@@ -237,14 +256,31 @@ func TestChangeStoresOnlyAnnouncedEvents(t *testing.T) {
 	require.Len(t, b.storedRows(t), 2, "nothing of a refused or failed write is stored")
 }
 
-// NewChange refuses a head that is no WITH, or that names the outbox's
-// parameters.
-func TestNewChangeRefusesABadHead(t *testing.T) {
+// Prepare's checks are Write's: what Write refuses, Prepare refuses, and
+// it ends the spans it started with the error.
+func TestPrepareRefusesWhatTheOutboxCannotCarry(t *testing.T) {
 	t.Parallel()
-	_, err := outbox.NewChange("x", `UPDATE t SET a = 1`, "t", topic)
+	b := setup(t)
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	pub, err := outbox.NewPublisher(tp)
+	require.NoError(t, err)
+
+	bad := event("purchase-2", 1)
+	bad.UUID = "a" + outbox.RowSeparator + "b"
+	events := append(outbox.Events(topic, event("purchase-1", 1)), outbox.Events("pin.other.v1", bad)...)
+	_, err = pub.Prepare(b.ctx, events, []string{"purchase-1", "purchase-2"})
+	require.ErrorContains(t, err, "record separator")
+	_, err = pub.Prepare(b.ctx, outbox.Events("bad topic;drop", event("purchase-1", 1)), []string{"purchase-1"})
 	require.Error(t, err)
-	_, err = outbox.NewChange("x", `WITH t AS (SELECT @outbox_0_uuids AS id)`, "t", topic)
-	require.ErrorContains(t, err, "outbox_")
+
+	ended := recorder.Ended()
+	require.Len(t, ended, 2, "the first topic's span and the refused one's, both ended")
+	for _, s := range ended {
+		require.Equal(t, codes.Error, s.Status().Code, s.Name())
+	}
+	require.Len(t, recorder.Started(), len(ended), "no span left open")
 }
 
 type storedRow struct {
@@ -270,21 +306,18 @@ func (b testBundle) storedRows(tb testing.TB) []storedRow {
 	return out
 }
 
-// On postgres.Autocommit each statement is its own transaction, so a write
-// there must be one statement: one topic's insert, or a change with its
-// events. Two topics would be two transactions; that write is refused with
-// nothing stored.
-func TestAutocommitTakesOneStatementOnly(t *testing.T) {
+// On postgres.Autocommit each statement is its own transaction; Write is
+// one statement whatever the topics, so its events commit together or not
+// at all: a topic without a table fails the whole write, storing nothing.
+func TestAutocommitWritesAllTopicsOrNone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	tx, err := postgres.Autocommit(b.db.Gorm.WithContext(b.ctx))
 	require.NoError(t, err)
-	two := append(outbox.Events(topic, event("purchase-1", 1)), outbox.Events(topic+"-other", event("purchase-1", 1))...)
-	_, err = b.pub.Write(b.ctx, tx, outbox.Write{Events: two})
-	require.ErrorContains(t, err, "autocommit")
+	two := append(outbox.Events(topic, event("purchase-1", 1)), outbox.Events(topic+"-without-table", event("purchase-1", 1))...)
+	require.ErrorContains(t, b.pub.Write(b.ctx, tx, two), "no partition")
 	require.Zero(t, b.rows(t))
 
-	_, err = b.pub.Write(b.ctx, tx, outbox.Write{Events: outbox.Events(topic, event("purchase-1", 1), event("purchase-2", 1))})
-	require.NoError(t, err)
-	require.Equal(t, 2, b.rows(t), "one topic's insert is one statement, committed by itself")
+	require.NoError(t, b.pub.Write(b.ctx, tx, outbox.Events(topic, event("purchase-1", 1), event("purchase-2", 1))))
+	require.Equal(t, 2, b.rows(t), "one statement, committed by itself")
 }

@@ -205,8 +205,9 @@ func TestExpirePurchasesConstraintRefusingEveryRowIsAFault(t *testing.T) {
 }
 
 // A data error that another table raises is no row's own, on either write
-// path: the outbox refusing one purchase's event, or a trigger on the
-// purchases writing a row another table refuses. The batch fails whole.
+// path: the outbox refusing one purchase's event (by a constraint, or from
+// inside outbox.publish naming no table), or a trigger on the purchases
+// writing a row another table refuses. The batch fails whole.
 func TestExpireDataErrorOfAnotherTableIsAFault(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -214,6 +215,17 @@ func TestExpireDataErrorOfAnotherTableIsAFault(t *testing.T) {
 	}{
 		{"outbox refuses one event", `ALTER TABLE ` + outboxTable + ` ADD CONSTRAINT expire_test_refuse_one
 			CHECK (metadata->>'partition_key' <> '%s') NOT VALID`, "expire_test_refuse_one"},
+		// A data error naming no table, raised inside outbox.publish: the
+		// transition's own statement, yet the outbox's refusal (ownRefusal).
+		{"outbox raises for one event", `CREATE FUNCTION promotion.expire_test_outbox_raise() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				IF NEW.metadata->>'partition_key' = '%s' THEN
+					RAISE EXCEPTION 'expire test: the outbox refuses it' USING ERRCODE = 'check_violation';
+				END IF;
+				RETURN NEW;
+			END $$;
+			CREATE TRIGGER expire_test_outbox_raise BEFORE INSERT ON ` + outboxTable + `
+				FOR EACH ROW EXECUTE FUNCTION promotion.expire_test_outbox_raise()`, "the outbox refuses it"},
 		{"a trigger's write refused", `CREATE TABLE promotion.expire_test_audit (id uuid CONSTRAINT expire_test_audit_refuse CHECK (id <> '%s'));
 			CREATE FUNCTION promotion.expire_test_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN

@@ -31,8 +31,6 @@ type ExpireRepository struct {
 	events Publications
 	// timeouts are batchSession's parameters.
 	timeouts pgx.NamedArgs
-	// write is the set-based write: expireWriteHead with the outbox's half.
-	write *outbox.Change
 }
 
 // ExpireTimeouts bound each batch's transaction on the server, so that a
@@ -90,11 +88,7 @@ func NewExpireRepository(db *gorm.DB, publisher *outbox.Publisher, publications 
 	if err != nil {
 		return nil, err
 	}
-	write, err := events.change("expire_write", expireWriteHead, "updated")
-	if err != nil {
-		return nil, err
-	}
-	return &ExpireRepository{db: db, outbox: publisher, events: events, timeouts: DefaultExpireTimeouts.args(), write: write}, nil
+	return &ExpireRepository{db: db, outbox: publisher, events: events, timeouts: DefaultExpireTimeouts.args()}, nil
 }
 
 // InBatch implements app.ExpireBatchStorage. A batch is five round trips:

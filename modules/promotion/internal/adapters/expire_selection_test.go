@@ -54,7 +54,7 @@ func TestQueriesListPurchaseColumns(t *testing.T) {
 		prefixes []string
 	}{
 		"expire_select_batch": {selectBatchQuery, []string{"", "p."}},
-		"purchase_insert":     {insertPurchaseHead, []string{""}},
+		"purchase_insert":     {insertPurchaseQuery, []string{""}},
 		"snapshot_select":     {snapshotSelectBatchQuery, []string{"p."}},
 	} {
 		flat := strings.Join(strings.Fields(q.query), " ")

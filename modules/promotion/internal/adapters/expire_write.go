@@ -2,47 +2,35 @@ package adapters
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
-// expireWriteForget is the module's CTE after the transition in the
-// expiry's one write (sql/expire_write.sql).
-//
-//go:embed sql/expire_write.sql
-var expireWriteForget string
-
-// expireWriteHead is the module's half of the expiry's one write: the
-// transition as the CTE updated, then expireWriteForget. Both are literals;
-// this joins them once, and outbox.NewChange adds its own half.
-var expireWriteHead = "WITH updated AS (\n" + transitionQuery + "\n),\n" + expireWriteForget
-
-// WriteAll implements app.ExpireTx by one statement, expireWrite: the
-// transition (sql/purchase_transition.sql) and the poison DELETE
-// (sql/expire_write.sql), with platform/outbox's inserts over the rows it
-// updated. A row its version guard filters out gets no event. The events
-// are inserted in no particular order: they are of distinct purchases, and
-// the relay keeps order only per key.
+// WriteAll implements app.ExpireTx by one statement, the transition's
+// (sql/purchase_transition.sql): the transitions, their events and, when
+// forgetPoison, the poison records of the rows written. A row its version
+// guard filters out gets no event. The events are inserted in no
+// particular order: they are of distinct purchases, and the relay keeps
+// order only per key.
 func (t *expireTx) WriteAll(ctx context.Context, es []app.Expiry, forgetPoison bool) ([]app.Expiry, error) {
 	if len(es) == 0 {
 		return nil, nil
 	}
-	ts, events, keys := make([]transition, len(es)), make([][]*message.Message, len(es)), make([]string, len(es))
+	ts, events := make([]transition, len(es)), make([][]*message.Message, len(es))
 	for i, ex := range es {
-		ts[i], events[i], keys[i] = t.transition(ex), t.events[ex.Purchase.ID()].msgs, ex.Purchase.ID().String()
+		ts[i], events[i] = t.transition(ex), t.events[ex.Purchase.ID()].msgs
 	}
-	args := transitionArgs(ts)
-	args["forget_poison"] = forgetPoison
-	ids, err := t.r.outbox.Write(ctx, t.tx, outbox.Write{Events: t.r.events.outboxEvents(events...), Change: t.r.write, Args: args, Keys: keys})
+	ids, err := t.r.events.writeTransitions(ctx, t.tx, t.r.outbox, ts, events, forgetPoison)
 	if err != nil {
 		err = fmt.Errorf("write expired purchases: %w", err)
 		if ownRefusal(err) || errors.Is(err, outbox.ErrMessageTooLarge) {
@@ -63,32 +51,29 @@ func (t *expireTx) WriteAll(ctx context.Context, es []app.Expiry, forgetPoison b
 	return unwritten, nil
 }
 
-// ownRefusal reports whether err, raised by a statement that writes rows of
-// the purchases table, may be one row's fault: a data-class error
-// (postgres.FaultOf) that names that table or none. Any other table's (the
-// outbox's insert, a trigger's write elsewhere) is the batch's.
+// ownRefusal reports whether err, raised by the transition's statement, may
+// be one row's fault: a data-class error (postgres.FaultOf) that names the
+// purchases table or none, raised outside outbox.publish. Any other
+// table's (a trigger's write elsewhere) or the outbox's is the batch's.
 func ownRefusal(err error) bool {
 	r, _ := postgres.RefusalOf(err)
-	return postgres.FaultOf(err) == postgres.FaultOfData && (r.Table == "" || r.Table == purchasesTable)
+	var pgErr *pgconn.PgError
+	inOutbox := errors.As(err, &pgErr) && strings.Contains(pgErr.Where, "outbox.publish(")
+	return postgres.FaultOf(err) == postgres.FaultOfData && !inOutbox && (r.Table == "" || r.Table == purchasesTable)
 }
 
-// WriteOne implements app.ExpireTx: the transition's own statement, then
-// its events, under a savepoint. Only the transition's statement refused
-// for its data (ownRefusal), or its event for its size, is the row's; the
-// outbox's insert refusing it is no row's fault, whatever its class.
+// WriteOne implements app.ExpireTx: the transition's statement for ex
+// alone, under a savepoint. Only a refusal of its purchase's row
+// (ownRefusal), or of its event for its size, is the row's; the outbox
+// refusing its event otherwise is no row's fault, whatever its class.
 func (t *expireTx) WriteOne(ctx context.Context, ex app.Expiry) (bool, error) {
 	var written bool
 	var own error // the row's own refusal
-	err := inSavepoint(ctx, t.tx, "expire_item", func() error {
-		var err error
-		if written, err = writeTransition(ctx, t.tx, t.transition(ex)); err != nil || !written {
-			if ownRefusal(err) {
-				own = err
-			}
-			return err
-		}
-		err = t.r.events.write(ctx, t.tx, t.r.outbox, t.events[ex.Purchase.ID()].msgs)
-		if errors.Is(err, outbox.ErrMessageTooLarge) {
+	err := inItemSavepoint(ctx, t.tx, func() error {
+		ids, err := t.r.events.writeTransitions(ctx, t.tx, t.r.outbox, []transition{t.transition(ex)},
+			[][]*message.Message{t.events[ex.Purchase.ID()].msgs}, false)
+		written = len(ids) == 1
+		if ownRefusal(err) || errors.Is(err, outbox.ErrMessageTooLarge) {
 			own = err
 		}
 		return err
@@ -135,23 +120,23 @@ func (t *expireTx) Reread(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]a
 	return current, nil
 }
 
-// inSavepoint runs fn after SAVEPOINT name; on fn's error it rolls back to
-// the savepoint (the transaction stays usable) and returns fn's error, or
-// the rollback's error when even that fails.
-func inSavepoint(ctx context.Context, tx postgres.Tx, name string, fn func() error) error {
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("savepoint %s: %w", name, err)
+// inItemSavepoint runs fn after SAVEPOINT expire_item; on fn's error it
+// rolls back to the savepoint (the transaction stays usable) and returns
+// fn's error, or the rollback's error when even that fails.
+func inItemSavepoint(ctx context.Context, tx postgres.Tx, fn func() error) error {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT expire_item`); err != nil {
+		return fmt.Errorf("savepoint expire_item: %w", err)
 	}
 	if err := fn(); err != nil {
-		if _, rbErr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+name); rbErr != nil {
+		if _, rbErr := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT expire_item`); rbErr != nil {
 			// Only rbErr is wrapped: the transaction is broken, whatever
 			// fn's error was, so this must not pass for a row error.
-			return fmt.Errorf("rollback to savepoint %s: %w (after: %v)", name, rbErr, err)
+			return fmt.Errorf("rollback to savepoint expire_item: %w (after: %v)", rbErr, err)
 		}
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("release savepoint %s: %w", name, err)
+	if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT expire_item`); err != nil {
+		return fmt.Errorf("release savepoint expire_item: %w", err)
 	}
 	return nil
 }

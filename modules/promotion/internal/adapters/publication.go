@@ -3,11 +3,13 @@ package adapters
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
@@ -133,20 +135,46 @@ func (ps Publications) outboxEvents(events ...[]*message.Message) []outbox.Event
 	return out
 }
 
-// write stores events in the outbox of every publication within tx: they
-// commit with the caller's change or not at all.
+// write stores events in the outbox of every publication within tx, for a
+// change that is not one statement with them (a snapshot's redelivery):
+// they commit with the caller's change or not at all.
 func (ps Publications) write(ctx context.Context, tx postgres.Tx, out *outbox.Publisher, events ...[]*message.Message) error {
-	_, err := out.Write(ctx, tx, outbox.Write{Events: ps.outboxEvents(events...)})
-	return err
+	return out.Write(ctx, tx, ps.outboxEvents(events...))
 }
 
-// change composes a statement of the module (head, whose CTE announced
-// returns the ids of the purchases it wrote) with the outbox inserts of
-// their events on every publication's topic, once, at start-up.
-func (ps Publications) change(name, head, announced string) (*outbox.Change, error) {
-	c, err := outbox.NewChange(name, head, announced, ps.Topics()...)
+// writeWith runs query, one of the module's literal statements, which
+// writes rows of the purchases keys names and calls
+// outbox.publish(@events, <the ids it wrote>), with args and events (on
+// every publication's topic) as @events, inside tx: the change and its
+// events are one statement, and an event is stored only with its row. It
+// returns the ids query returns, those of the rows it wrote.
+func (ps Publications) writeWith(ctx context.Context, tx postgres.Tx, out *outbox.Publisher, query string, args pgx.NamedArgs,
+	keys []string, events ...[]*message.Message) ([]string, error) {
+	prepared, err := out.Prepare(ctx, ps.outboxEvents(events...), keys)
 	if err != nil {
-		return nil, fmt.Errorf("adapters: %w", err)
+		return nil, err
 	}
-	return c, nil
+	args["events"] = prepared.Events()
+	ids, err := queryIDs(ctx, tx, query, args)
+	prepared.End(err)
+	return ids, err
+}
+
+// queryIDs runs a statement that returns ids, as text. A refusal may
+// surface only once a row is read, so the rows' error is the statement's.
+func queryIDs(ctx context.Context, tx postgres.Tx, query string, args pgx.NamedArgs) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, query, args)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, errors.Join(rows.Err(), rows.Close())
 }

@@ -11,15 +11,14 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
-	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
-// insertPurchaseHead is the module's half of the one statement that inserts
-// a purchase (sql/purchase_insert.sql); outbox.NewChange adds its own.
+// insertPurchaseQuery is the one statement that inserts a purchase with
+// its events (sql/purchase_insert.sql).
 //
 //go:embed sql/purchase_insert.sql
-var insertPurchaseHead string
+var insertPurchaseQuery string
 
 // builtPurchase is a purchase and the package build made it from.
 type builtPurchase struct {
@@ -57,7 +56,7 @@ func (r *PurchaseRepository) built(ctx context.Context, packageID uuid.UUID,
 }
 
 // insert writes b's purchase, its targets, its events and claim (when not
-// nil) by one statement on tx (insertPurchaseHead). It reports false,
+// nil) by one statement on tx (insertPurchaseQuery). It reports false,
 // having written nothing, when the package's row no longer equals b.pkg or
 // the claim's key is taken.
 func (r *PurchaseRepository) insert(ctx context.Context, tx postgres.Tx, b *builtPurchase, claim *app.IdempotencyRecord) (bool, error) {
@@ -69,15 +68,15 @@ func (r *PurchaseRepository) insert(ctx context.Context, tx postgres.Tx, b *buil
 	if err != nil {
 		return false, err
 	}
-	ids, err := r.outbox.Write(ctx, tx, outbox.Write{Events: r.events.outboxEvents(msgs), Change: r.insertChange,
-		Args: insertPurchaseArgs(b.pkg, p, ev, claim), Keys: []string{p.ID().String()}})
+	ids, err := r.events.writeWith(ctx, tx, r.outbox, insertPurchaseQuery, insertPurchaseArgs(b.pkg, p, ev, claim),
+		[]string{p.ID().String()}, msgs)
 	if err != nil {
 		return false, fmt.Errorf("insert purchase %s: %w", p.ID(), err)
 	}
 	return len(ids) == 1, nil
 }
 
-// insertPurchaseArgs are insertPurchaseHead's parameters for p, built from
+// insertPurchaseArgs are insertPurchaseQuery's parameters, but @events, for p, built from
 // pkg, with ev its event and claim its key's record (nil: none).
 func insertPurchaseArgs(pkg *domain.Package, p *domain.Purchase, ev lastEvent, claim *app.IdempotencyRecord) pgx.NamedArgs {
 	m, targets := toDBPurchase(p)

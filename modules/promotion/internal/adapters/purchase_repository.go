@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
@@ -55,8 +56,6 @@ type PurchaseRepository struct {
 	events Publications
 	// packages are guesses of the packages purchases are built from.
 	packages packageCache
-	// insertChange is the purchase insert with its events (insert).
-	insertChange *outbox.Change
 }
 
 var _ app.PurchaseRepository = (*PurchaseRepository)(nil)
@@ -71,16 +70,12 @@ func NewPurchaseRepository(db *gorm.DB, publisher *outbox.Publisher, publication
 	if err != nil {
 		return nil, err
 	}
-	insertChange, err := events.change("purchase_insert", insertPurchaseHead, "purchase")
-	if err != nil {
-		return nil, err
-	}
-	return &PurchaseRepository{db: db, outbox: publisher, events: events, insertChange: insertChange}, nil
+	return &PurchaseRepository{db: db, outbox: publisher, events: events}, nil
 }
 
 // Add stores a new purchase and its event, claiming the idempotency key
 // when claim is not nil. The claim, the purchase, its targets and its
-// events are one statement (insertPurchaseHead), autocommitted: one round
+// events are one statement (insertPurchaseQuery), autocommitted: one round
 // trip. It locks the package FOR SHARE and writes nothing unless the
 // package still is the one the purchase was built from, and the key was
 // free: a deactivation (or any edit) that holds the package makes the
@@ -246,26 +241,24 @@ func (r *PurchaseRepository) UpdatePurchase(ctx context.Context, id uuid.UUID, u
 }
 
 // saveTransition writes a transition of p, which was loaded at
-// previousVersion, with the statement the expiry batch uses too
-// (transitionQuery), and publishes its event, inside tx. If the row moved
-// on since it was read, nothing is written and the error wraps
+// previousVersion, and its event by the statement the expiry batch uses too
+// (transitionQuery), inside tx. If the row moved on since it was read,
+// nothing is written, no event stored, and the error wraps
 // ErrVersionConflict (an apperror conflict).
 func (r *PurchaseRepository) saveTransition(ctx context.Context, tx postgres.Tx, p *domain.Purchase, previousVersion int64) error {
 	msgs, ev, err := r.events.messages(ctx, p, p.UpdatedAt())
 	if err != nil {
 		return err
 	}
-	written, err := writeTransition(ctx, tx, transition{purchase: p, previousVersion: previousVersion, event: ev})
+	ids, err := r.events.writeTransitions(ctx, tx, r.outbox,
+		[]transition{{purchase: p, previousVersion: previousVersion, event: ev}}, [][]*message.Message{msgs}, false)
 	if err != nil {
 		return fmt.Errorf("update purchase %s: %w", p.ID(), err)
 	}
-	if !written {
+	if len(ids) == 0 {
 		return &apperror.Error{Kind: apperror.KindConflict, Slug: "purchase-version-conflict",
 			Detail: fmt.Sprintf("Purchase %s was changed concurrently; reload it and try again.", p.ID()),
 			Err:    ErrVersionConflict}
-	}
-	if err := r.events.write(ctx, tx, r.outbox, msgs); err != nil {
-		return fmt.Errorf("publish purchase-changed of %s: %w", p.ID(), err)
 	}
 	return nil
 }

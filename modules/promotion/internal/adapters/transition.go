@@ -3,14 +3,14 @@ package adapters
 import (
 	"context"
 	_ "embed"
-	"errors"
-	"fmt"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -70,7 +70,8 @@ var transitionColumns = []transitionColumn{
 	columnOf("version", func(m *purchaseModel) int64 { return m.Version }, equal),
 }
 
-// transitionQuery writes transitions (sql/purchase_transition.sql).
+// transitionQuery writes transitions and their events
+// (sql/purchase_transition.sql).
 //
 //go:embed sql/purchase_transition.sql
 var transitionQuery string
@@ -109,21 +110,20 @@ func transitionArgs(ts []transition) pgx.NamedArgs {
 	return args
 }
 
-// writeTransition runs transitionQuery for t: false, having written
-// nothing, when its version guard filtered it out (its version had moved
-// on). A refusal of the statement may surface only once its row is read,
-// so the rows' error is the statement's.
-func writeTransition(ctx context.Context, tx postgres.Tx, t transition) (bool, error) {
-	rows, err := tx.QueryContext(ctx, transitionQuery, transitionArgs([]transition{t}))
-	if err != nil {
-		return false, fmt.Errorf("update purchase: %w", err)
+// writeTransitions runs transitionQuery for ts with their events (each
+// transition's, index-aligned) on every publication, forgetting the poison
+// records of the rows it writes when forgetPoison. It returns the ids of
+// the rows written: a row its version guard filtered out (its version had
+// moved on) is not among them and got no event.
+func (ps Publications) writeTransitions(ctx context.Context, tx postgres.Tx, out *outbox.Publisher, ts []transition,
+	events [][]*message.Message, forgetPoison bool) ([]string, error) {
+	args := transitionArgs(ts)
+	args["forget_poison"] = forgetPoison
+	keys := make([]string, len(ts))
+	for i, t := range ts {
+		keys[i] = t.purchase.ID().String()
 	}
-	defer func() { _ = rows.Close() }()
-	written := rows.Next()
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return false, fmt.Errorf("update purchase: %w", err)
-	}
-	return written, nil
+	return ps.writeWith(ctx, tx, out, transitionQuery, args, keys, events...)
 }
 
 // nullUUIDText is the text form of a nullable uuid, nil for NULL.

@@ -136,7 +136,7 @@ func TestTransitionWriteSetsAColumnAnyRowChanged(t *testing.T) {
 // its set_ flag, and the event's two columns always.
 func TestTransitionStatementWritesTransitionColumns(t *testing.T) {
 	t.Parallel()
-	set := regexp.MustCompile(`(?m)^\t(\w+) = (.*?),?$`).FindAllStringSubmatch(strings.Split(transitionQuery, "\nFROM")[0], -1)
+	set := regexp.MustCompile(`(?m)^\t\t(\w+) = (.*?),?$`).FindAllStringSubmatch(strings.Split(transitionQuery, "\n\tFROM")[0], -1)
 	var names []string
 	for _, m := range set {
 		names = append(names, m[1])

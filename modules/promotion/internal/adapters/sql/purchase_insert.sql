@@ -2,7 +2,8 @@
 -- if the package row, locked FOR SHARE, still equals the active package the purchase was built from
 -- (ADR-0004), and the key, when there is one, was free. It is the whole purchase, one statement and so
 -- one transaction (it runs autocommitted): the CTE purchase returns the inserted id, or nothing, and
--- platform/outbox adds the inserts of its event over it (outbox.NewChange). A key that another
+-- published hands its events to outbox.publish, which stores them only if that id was inserted; the
+-- final SELECT reads published, so the call runs (a CTE nothing reads is never run). A key that another
 -- request holds makes the claim wait until that request commits (then nothing is written) or rolls
 -- back. The parameters (insertPurchaseArgs):
 --   @pkg_*: the package as built from;
@@ -10,7 +11,8 @@
 --   @target_kinds, @target_ids, @target_positions: its targets as three arrays;
 --   @last_event_id, @last_event_at: its event's messageId and occurredAt (what a snapshot redelivers);
 --   @claim_key, @claim_tenant_id, @claim_request_hash, @claim_created_at: the key's record, all NULL
---   for a request without one.
+--   for a request without one;
+--   @events: its events as outbox.Publisher.Prepare encoded them.
 WITH pkg AS (
 	SELECT FROM promotion.promotion_packages AS p JOIN promotion.currencies AS c ON c.id = p.currency_id
 	WHERE p.id = @pkg_id AND p.is_active AND p.code = @pkg_code AND p.kind = @pkg_kind
@@ -41,4 +43,7 @@ WITH pkg AS (
 	INSERT INTO promotion.promotion_purchase_targets (purchase_id, target_kind, target_id, position)
 	SELECT purchase.id, t.kind, t.id, t.position
 	FROM purchase, unnest(@target_kinds::text[], @target_ids::uuid[], @target_positions::smallint[]) AS t(kind, id, position)
+), published AS (
+	SELECT outbox.publish(@events::text[], ARRAY(SELECT id::text FROM purchase))
 )
+SELECT id FROM purchase, published
