@@ -137,16 +137,7 @@ func TestReplayIsAllOrNothingAndAllSkipsWhatCannotBeSent(t *testing.T) {
 	require.Len(t, kept, 1)
 	require.Equal(t, keyless, kept[0].ID)
 	require.Equal(t, "no key: the event was never meant to go", kept[0].DiscardReason)
-	var queued []string
-	rows, err := b.db.SQL.Query(`SELECT uuid FROM outbox.messages WHERE topic = $1 AND NOT acked ORDER BY "offset"`, topic)
-	require.NoError(t, err)
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		require.NoError(t, rows.Scan(&id))
-		queued = append(queued, id)
-	}
-	require.NoError(t, rows.Err())
+	queued := b.strings(t, `SELECT uuid FROM outbox.messages WHERE topic = $1 AND NOT acked ORDER BY "offset"`, topic)
 	require.Equal(t, []string{"m-1", "m-3"}, queued, "each replayed once, with its message id")
 }
 

@@ -24,17 +24,7 @@ func (b testBundle) backdate(tb testing.TB, uuidOf string, age time.Duration) {
 
 func (b testBundle) outboxIDs(tb testing.TB) []string {
 	tb.Helper()
-	rows, err := b.db.SQL.Query(`SELECT uuid FROM outbox.messages WHERE topic = $1 ORDER BY "offset"`, topic)
-	require.NoError(tb, err)
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		require.NoError(tb, rows.Scan(&id))
-		ids = append(ids, id)
-	}
-	require.NoError(tb, rows.Err())
-	return ids
+	return b.strings(tb, `SELECT uuid FROM outbox.messages WHERE topic = $1 ORDER BY "offset"`, topic)
 }
 
 func TestRetentionDeletesOnlyOldForwardedRows(t *testing.T) {

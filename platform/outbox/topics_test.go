@@ -32,21 +32,6 @@ UNION ALL
 SELECT 'partition of ' || p.inhparent::regclass::text FROM pg_inherits p WHERE p.inhrelid = $1::regclass
 ORDER BY 1`
 
-func shapeOf(tb testing.TB, db *testbed.Database, table, topic string) []string {
-	tb.Helper()
-	rows, err := db.SQL.Query(tableShape, table, topic)
-	require.NoError(tb, err)
-	defer rows.Close()
-	var shape []string
-	for rows.Next() {
-		var line string
-		require.NoError(tb, rows.Scan(&line))
-		shape = append(shape, line)
-	}
-	require.NoError(tb, rows.Err())
-	return shape
-}
-
 // TestATopicsTableIsTheOneDefinition: the promotion topic's table, made by
 // migrations 00001, 00003 and 00012, and a table outbox.create_topic makes
 // are the same but for their topic: a change to either that forgets the
@@ -57,8 +42,8 @@ func TestATopicsTableIsTheOneDefinition(t *testing.T) {
 	const other = "pin.test.shape.v1"
 	require.NoError(t, outbox.EnsureTopics(b.ctx, b.db.SQL, other))
 
-	migrated := shapeOf(t, b.db, `outbox."pin_promotion_purchase_changed_v1"`, topic)
-	made := shapeOf(t, b.db, `outbox."pin_test_shape_v1"`, other)
+	migrated := b.strings(t, tableShape, `outbox."pin_promotion_purchase_changed_v1"`, topic)
+	made := b.strings(t, tableShape, `outbox."pin_test_shape_v1"`, other)
 	t.Logf("the one definition:\n%s", strings.Join(made, "\n"))
 	require.Contains(t, made, "column topic text not null default <topic>::text")
 	require.Contains(t, made, "partition of outbox.messages")
