@@ -151,7 +151,8 @@ FROM outbox.messages_offset_seq;
 ALTER TABLE outbox."pin_promotion_purchase_changed_v1"
 	ALTER COLUMN "offset" SET DEFAULT nextval('outbox."pin_promotion_purchase_changed_v1_offset_seq"');
 ALTER TABLE outbox."pin_promotion_purchase_changed_v1" DROP CONSTRAINT "pin_promotion_purchase_changed_v1_pkey";
-ALTER TABLE outbox."pin_promotion_purchase_changed_v1" DROP COLUMN "topic"; -- and its unacked index
+ALTER TABLE outbox."pin_promotion_purchase_changed_v1" DROP COLUMN "topic";
+DROP INDEX IF EXISTS outbox."pin_promotion_purchase_changed_v1_unacked_idx"; -- gone with topic, unless made before it had one
 CREATE INDEX "pin_promotion_purchase_changed_v1_unacked_idx"
 	ON outbox."pin_promotion_purchase_changed_v1" ("offset") WHERE acked = false;
 ALTER TABLE outbox."pin_promotion_purchase_changed_v1" ADD PRIMARY KEY ("offset");
