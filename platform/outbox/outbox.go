@@ -11,7 +11,7 @@
 // Rows live in outbox.messages, one table partitioned by topic (migration
 // 00012, docs/adr/0024-the-outbox-owns-its-table.md); every statement of
 // the relay and the dead-letter commands on it is in internal/store. They
-// are written only by this package's insert (write.go) and sent by
+// are written only through outbox.publish (write.go) and sent by
 // watermill-kafka's publisher.
 package outbox
 
@@ -21,8 +21,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-
-	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 
 	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
@@ -43,17 +41,11 @@ var (
 	nonTableChar = regexp.MustCompile(`[^a-z0-9]+`)
 )
 
-// tableBase turns a Kafka topic into its table's unquoted name, as the
-// database's outbox.topic_table does:
+// tableBase turns a Kafka topic into its table's name, as the database's
+// outbox.topic_table does, for checkTopic:
 // pin.promotion.purchase-changed.v1 -> pin_promotion_purchase_changed_v1.
 func tableBase(topic string) string {
 	return nonTableChar.ReplaceAllString(strings.ToLower(topic), "_")
-}
-
-// TableName is the quoted, schema-qualified table of a Kafka topic, the
-// partition of outbox.messages that the write side (write.go) inserts into.
-func TableName(topic string) string {
-	return fmt.Sprintf(`%s."%s"`, Schema, tableBase(topic))
 }
 
 // checkTopic rejects a topic that cannot name an outbox table.
@@ -65,18 +57,6 @@ func checkTopic(topic string) error {
 		return fmt.Errorf("outbox: topic %q is too long for a table name", topic)
 	}
 	return nil
-}
-
-// SchemaAdapter is the watermill-sql schema a topic's table follows: one
-// row per message, the event as it goes on the wire in payload, the Kafka
-// key and headers in metadata, and an acked flag. Tables are made only by
-// outbox.create_topic (EnsureTopics); the write side's tests compare its
-// insert with watermill's.
-func SchemaAdapter(batchSize int) watermillsql.PostgreSQLQueueSchema {
-	return watermillsql.PostgreSQLQueueSchema{
-		GenerateMessagesTableName: TableName,
-		SubscribeBatchSize:        batchSize,
-	}
 }
 
 // EnsureTopics makes each topic's table in outbox.messages from the one
