@@ -16,10 +16,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -89,18 +89,21 @@ func (s *server) prepareDevDatabaseAndBroker(ctx context.Context) (stop func(), 
 	if err := postgres.Migrate(ctx, s.sqlDB); err != nil {
 		return nil, err
 	}
+	if err := outbox.EnsureTopics(ctx, s.sqlDB, declaredTopics()...); err != nil {
+		return nil, err
+	}
 	if err := markDevDatabase(ctx, s.sqlDB); err != nil {
 		return nil, err
 	}
 	if len(s.cfg.KafkaBrokers) > 0 {
 		return func() {}, nil
 	}
-	stop, err = kafka.StartEmbedded(s.cfg.DevKafkaAddr, promotion.Topics()...)
+	stop, err = kafka.StartEmbedded(s.cfg.DevKafkaAddr, declaredTopics()...)
 	if err != nil {
 		return nil, fmt.Errorf("dev: embedded Kafka-protocol broker on %s (PIN_DEV_KAFKA_ADDR): %w", s.cfg.DevKafkaAddr, err)
 	}
 	s.cfg.KafkaBrokers = []string{s.cfg.DevKafkaAddr}
-	s.logger.InfoContext(ctx, "embedded Kafka-protocol broker started", "addr", s.cfg.DevKafkaAddr, "topics", promotion.Topics())
+	s.logger.InfoContext(ctx, "embedded Kafka-protocol broker started", "addr", s.cfg.DevKafkaAddr, "topics", declaredTopics())
 	return stop, nil
 }
 
@@ -125,7 +128,7 @@ func printDevHowTo(w io.Writer, cfg config.Config, authn *auth.Authenticator) er
 	if err != nil {
 		pin = "pin"
 	}
-	topics := promotion.Topics() // the first is the current contract version's
+	topics := declaredTopics() // the first is the current contract version's
 	// The exports are what a second shell needs for the README's walk and
 	// the runbooks, under the names they use (pin on the PATH, BASE,
 	// BROKER, and PIN_KAFKA_BROKERS for pin status and the Kafka runbook);

@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/kafka"
 )
@@ -62,7 +61,7 @@ func kafkaCommand(_ context.Context, args, environ []string, stdout io.Writer) e
 	if err != nil {
 		return err
 	}
-	results, err := kafka.CreateTopics(cfg.KafkaBrokers, kafkaSecurity(cfg), moduleTopics(promotion.Topics()), kafka.CreateOptions{
+	results, err := kafka.CreateTopics(cfg.KafkaBrokers, kafkaSecurity(cfg), moduleTopics(declaredTopics()), kafka.CreateOptions{
 		ReplicationFactor: int16(*replication),
 		Retention:         *retention,
 	})

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"strings"
 
+	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -40,6 +42,13 @@ func migrate(ctx context.Context, args, environ []string, stdout io.Writer) erro
 		if len(results) == 0 {
 			fmt.Fprintln(stdout, "no migrations to apply: the database is up to date")
 		}
+		// Each declared topic's outbox table, from the one definition: a
+		// new topic needs no migration of its own.
+		topics := declaredTopics()
+		if err := outbox.EnsureTopics(ctx, sqlDB, topics...); err != nil {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		fmt.Fprintf(stdout, "outbox tables ready for %s\n", strings.Join(topics, ", "))
 	case "down":
 		r, err := provider.Down(ctx)
 		if err != nil {

@@ -213,6 +213,7 @@ func TestMigrateStatusUpDown(t *testing.T) {
 	out, stderr, code = run(t, env, "migrate", "up")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "up to date", "up is idempotent")
+	require.Contains(t, out, "outbox tables ready for pin.promotion.purchase-changed.v1", "up makes the declared topics' tables")
 	_, stderr, code = run(t, env, "migrate", "down")
 	require.Equal(t, 0, code, stderr)
 	out, _, _ = run(t, env, "migrate", "status")

@@ -17,6 +17,9 @@ import (
 // modules declared; the relay also exports the outbox metrics.
 func (s *server) addOutboxRunners() error {
 	topics := s.host.OutboxTopics()
+	if err := checkDeclaredTopics(topics); err != nil {
+		return err
+	}
 	if len(topics) == 0 {
 		return nil
 	}

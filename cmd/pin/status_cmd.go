@@ -81,8 +81,7 @@ func readStatus(ctx context.Context, db *sql.DB, cfg config.Config) (moduleStatu
 	if s.Expiry, err = promotion.ReadExpiryStatus(ctx, db); err != nil {
 		return s, err
 	}
-	topics := promotion.Topics()
-	for _, topic := range topics {
+	for _, topic := range declaredTopics() {
 		t, err := outbox.ReadStatus(ctx, db, topic)
 		if err != nil {
 			return s, err
@@ -99,7 +98,8 @@ func readStatus(ctx context.Context, db *sql.DB, cfg config.Config) (moduleStatu
 			c.LagUnknown = "PIN_KAFKA_BROKERS is not set"
 		} else {
 			var lag int64
-			for _, topic := range topics {
+			// boost consumes the promotion module's topics.
+			for _, topic := range promotion.Topics() {
 				b, err := kafka.GroupBacklog(cfg.KafkaBrokers, kafkaSecurity(cfg), g.Group, topic)
 				if err != nil {
 					c.LagUnknown = err.Error()

@@ -3,7 +3,6 @@ package promotion_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/kafka"
-	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -174,8 +172,8 @@ func TestExpireOnceConcurrently(t *testing.T) {
 	require.NoError(t, db.SQL.QueryRow(`SELECT count(*) FROM promotion.promotion_purchases WHERE status = 'Expired'`).Scan(&expired))
 	require.Equal(t, 300, expired)
 	// Each outbox row's metadata carries the Kafka key, the purchase id.
-	require.NoError(t, db.SQL.QueryRow(fmt.Sprintf(`SELECT count(*), count(DISTINCT metadata->>'%s') FROM %s`,
-		kafka.MetaPartitionKey, outbox.TableName(contract.Topic))).Scan(&events, &purchases))
+	require.NoError(t, db.SQL.QueryRow(`SELECT count(*), count(DISTINCT metadata->>$1) FROM outbox.messages WHERE topic = $2`,
+		kafka.MetaPartitionKey, contract.Topic).Scan(&events, &purchases))
 	require.Equal(t, 300, events, "one event per purchase")
 	require.Equal(t, 300, purchases)
 }

@@ -28,13 +28,11 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/modules/promotion"
-	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/httpserver"
 	"github.com/pinmarket/pin/platform/observability"
-	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -481,7 +479,7 @@ func (b *testBundle) requireNothingWritten(tb testing.TB) {
 	tb.Helper()
 	for _, table := range []string{
 		"promotion.promotion_purchases", "promotion.promotion_purchase_targets",
-		"promotion.idempotency_keys", outbox.TableName(contract.Topic),
+		"promotion.idempotency_keys", "outbox.messages",
 	} {
 		require.Zero(tb, b.count(tb, "SELECT count(*) FROM "+table), "rows in %s", table)
 	}

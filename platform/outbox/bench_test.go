@@ -139,8 +139,8 @@ func (r *benchRig) startRelay(b testing.TB) {
 // purchases.
 func (r *benchRig) prefill(b testing.TB, n int) {
 	b.Helper()
-	_, err := r.db.SQL.Exec(`INSERT INTO `+outbox.TableName(topic)+` (uuid, payload, metadata)
-	SELECT g.id,
+	_, err := r.db.SQL.Exec(`INSERT INTO outbox.messages (topic, uuid, payload, metadata)
+	SELECT '`+topic+`', g.id,
 		json_build_object('key', 'purchase-' || g.i % 500, 'seq', g.i, 'pad', repeat('x', 900)),
 		json_build_object('partition_key', 'purchase-' || g.i % 500,
 			'event_type', 'pin.promotion.purchase-changed', 'contract_version', '1', 'correlation_id', g.id)

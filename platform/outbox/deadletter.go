@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
 
 // deadLetter is an outbox row the relay gives up on, with the last error
@@ -26,11 +28,7 @@ func insertDeadLetters(ctx context.Context, tx *sql.Tx, topic string, dead []dea
 	for i, d := range dead {
 		offsets[i], errs[i], attempts[i] = d.row.offset, d.reason+": "+d.err.Error(), int64(d.attempts)
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO `+DeadLetterTable+` (topic, message_id, outbox_offset, payload, metadata, error, attempts)
-		SELECT $1, o.uuid, o."offset", o.payload, o.metadata, d.error, d.attempts
-		FROM unnest($2::bigint[], $3::text[], $4::int[]) WITH ORDINALITY AS d("offset", error, attempts, n)
-		JOIN `+TableName(topic)+` o ON o."offset" = d."offset"
-		ORDER BY d.n`, planNow([]any{topic, offsets, errs, attempts})...)
+	err := store.CopyDeadLetters(ctx, tx, topic, offsets, errs, attempts)
 	if err != nil {
 		return fmt.Errorf("dead letter: %w", err)
 	}

@@ -11,11 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinmarket/pin/platform/outbox/internal/store"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // DeadLetter is one message the relay gave up on, as an operator lists it
-// (`pin outbox dead-letters list`): the row of DeadLetterTable, with the
+// (`pin outbox dead-letters list`): a row of outbox.dead_letters, with the
 // event and its Kafka metadata as they were in the outbox.
 type DeadLetter struct {
 	ID    int64  `json:"id"`
@@ -83,28 +84,10 @@ var ErrDeadLetterNotFound = errors.New("no such dead letter")
 // event, a message id and a Kafka key (partition_key metadata).
 var ErrNotReplayable = errors.New("dead letter cannot be replayed")
 
-// deadLetterColumns are read by ListDeadLetters and the replays, in the
-// order of scanDeadLetter.
-const deadLetterColumns = `id, topic, COALESCE(message_id, ''), outbox_offset, attempts, error,
-	dead_lettered_at, COALESCE(payload, 'null'), COALESCE(metadata, 'null'), discarded_at, COALESCE(discard_reason, ''),
-	COALESCE(metadata->>'partition_key', '')`
-
-// waiting holds for a dead letter no operator discarded: the ones listed,
-// counted and replayed.
-const waiting = `discarded_at IS NULL`
-
-// replayable holds for a row the relay can send again as it was first
-// meant: an event, its message id and its Kafka key. Anything else would
-// only be dead-lettered again, or reach consumers as a new message.
-const replayable = `payload IS NOT NULL AND COALESCE(message_id, '') <> ''
-	AND COALESCE(metadata->>'partition_key', '') <> ''`
-
 // ListDeadLetters returns the dead letters f selects, oldest first; a
 // waiting one says which records of its key wait behind it.
 func ListDeadLetters(ctx context.Context, db *sql.DB, f ListFilter) ([]DeadLetter, error) {
-	rows, err := db.QueryContext(ctx, `SELECT `+deadLetterColumns+` FROM `+DeadLetterTable+`
-		WHERE ($1 = '' OR topic = $1) AND (discarded_at IS NOT NULL) = $2
-		ORDER BY id LIMIT NULLIF($3, 0)`, f.Topic, f.Discarded, f.Limit)
+	rows, err := store.ListDeadLetters(ctx, db, f.Topic, f.Discarded, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
 	}
@@ -131,8 +114,7 @@ func DiscardDeadLetters(ctx context.Context, db *sql.DB, ids []int64, reason str
 	}
 	var out []DeadLetter
 	err := postgres.InSQLTx(ctx, db, "outbox: discard dead letters", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `UPDATE `+DeadLetterTable+` SET discarded_at = now(), discard_reason = $2
-			WHERE id = ANY($1) AND `+waiting+` RETURNING `+deadLetterColumns, ids, reason)
+		rows, err := store.DiscardDeadLetters(ctx, tx, ids, reason)
 		if err != nil {
 			return fmt.Errorf("outbox: discard dead letters: %w", err)
 		}
@@ -162,7 +144,7 @@ func ReplayDeadLetters(ctx context.Context, db *sql.DB, ids []int64) ([]Replayed
 	if len(ids) == 0 {
 		return nil, errors.New("outbox: replay dead letters: no ids")
 	}
-	return replay(ctx, db, `id = ANY($1) AND `+waiting, ids, func(found []DeadLetter) error {
+	return replay(ctx, db, ids, func(found []DeadLetter) error {
 		if missing := postgres.Missing(ids, found, func(d DeadLetter) int64 { return d.ID }); len(missing) > 0 {
 			return fmt.Errorf("%w: %s (never existed, or already replayed or discarded)", ErrDeadLetterNotFound, strings.Join(missing, ", "))
 		}
@@ -181,7 +163,7 @@ func ReplayAllDeadLetters(ctx context.Context, db *sql.DB, topic string) (replay
 		return nil, nil, err
 	}
 	for _, d := range waitingOnes {
-		r, err := replay(ctx, db, `id = $1 AND `+waiting, d.ID, nil)
+		r, err := replay(ctx, db, []int64{d.ID}, nil)
 		switch {
 		case err != nil:
 			failed = append(failed, FailedReplay{ID: d.ID, Topic: d.Topic, MessageID: d.MessageID, Reason: err.Error()})
@@ -192,16 +174,14 @@ func ReplayAllDeadLetters(ctx context.Context, db *sql.DB, topic string) (replay
 	return replayed, failed, nil
 }
 
-// replay moves the dead letters matching where (with its one argument) back
-// into the outbox in id order, which is the order they were dead-lettered.
+// replay moves the waiting dead letters ids back into the outbox in id
+// order, which is the order they were dead-lettered.
 // FOR UPDATE makes a concurrent replay of the same rows wait, then find them
 // gone: a dead letter is replayed once. check may refuse what was found.
-func replay(ctx context.Context, db *sql.DB, where string, arg any, check func([]DeadLetter) error) ([]ReplayedDeadLetter, error) {
+func replay(ctx context.Context, db *sql.DB, ids []int64, check func([]DeadLetter) error) ([]ReplayedDeadLetter, error) {
 	var out []ReplayedDeadLetter
 	err := postgres.InSQLTx(ctx, db, "outbox: replay dead letters", func(tx *sql.Tx) error {
-
-		rows, err := tx.QueryContext(ctx, `SELECT `+deadLetterColumns+`, `+replayable+`
-			FROM `+DeadLetterTable+` WHERE `+where+` ORDER BY id FOR UPDATE`, arg)
+		rows, err := store.LockDeadLetters(ctx, tx, ids)
 		if err != nil {
 			return fmt.Errorf("outbox: replay dead letters: %w", err)
 		}
@@ -235,19 +215,14 @@ func replay(ctx context.Context, db *sql.DB, where string, arg any, check func([
 
 		out = make([]ReplayedDeadLetter, 0, len(found))
 		for _, d := range found {
-			if err := checkTopic(d.Topic); err != nil {
-				return fmt.Errorf("outbox: replay dead letter %d: %w", d.ID, err)
-			}
 			r := ReplayedDeadLetter{ID: d.ID, Topic: d.Topic, MessageID: d.MessageID}
 			// The outbox row's uuid is the message_id header the relay sends:
 			// consumers see the same message again and deduplicate it.
-			err := tx.QueryRowContext(ctx, replayQuery(d.Topic), d.ID).Scan(&r.NewOutboxOffset)
+			offset, err := store.Replay(ctx, tx, d.ID)
 			if err != nil {
 				return fmt.Errorf("outbox: replay dead letter %d into the outbox of %s: %w", d.ID, d.Topic, err)
 			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM `+DeadLetterTable+` WHERE id = $1`, d.ID); err != nil {
-				return fmt.Errorf("outbox: replay dead letter %d: %w", d.ID, err)
-			}
+			r.NewOutboxOffset = offset
 			out = append(out, r)
 		}
 		return nil
@@ -258,29 +233,8 @@ func replay(ctx context.Context, db *sql.DB, where string, arg any, check func([
 	return out, nil
 }
 
-// replayQuery puts the dead letter $1 back into topic's outbox at its own
-// offset, unacknowledged, so that it goes before the records of its key that
-// waited behind it (held.go): the row itself when the retention has not
-// deleted it yet, or a new one at the same offset. Only a dead letter whose
-// offset is another message's (one from before the outbox of migration
-// 00003) takes a new offset at the end.
-func replayQuery(topic string) string {
-	return `WITH dead AS (SELECT outbox_offset, message_id, payload, metadata FROM ` + DeadLetterTable + ` WHERE id = $1),
-	back AS (
-		INSERT INTO ` + TableName(topic) + ` AS o ("offset", uuid, payload, metadata)
-		SELECT outbox_offset, message_id, payload, metadata FROM dead
-		ON CONFLICT ("offset") DO UPDATE SET payload = excluded.payload, metadata = excluded.metadata,
-			acked = false, created_at = now()
-			WHERE o.uuid = excluded.uuid
-		RETURNING "offset"),
-	fresh AS (
-		INSERT INTO ` + TableName(topic) + ` (uuid, payload, metadata)
-		SELECT message_id, payload, metadata FROM dead WHERE NOT EXISTS (SELECT FROM back)
-		RETURNING "offset")
-	SELECT "offset" FROM back UNION ALL SELECT "offset" FROM fresh`
-}
-
-// scanDeadLetter reads deadLetterColumns, and then into extra.
+// scanDeadLetter reads a dead letter in the columns of the store's
+// statements, and then into extra.
 func scanDeadLetter(rows *sql.Rows, extra ...any) (DeadLetter, error) {
 	var d DeadLetter
 	var payload, metadata []byte

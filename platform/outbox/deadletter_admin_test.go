@@ -137,16 +137,7 @@ func TestReplayIsAllOrNothingAndAllSkipsWhatCannotBeSent(t *testing.T) {
 	require.Len(t, kept, 1)
 	require.Equal(t, keyless, kept[0].ID)
 	require.Equal(t, "no key: the event was never meant to go", kept[0].DiscardReason)
-	var queued []string
-	rows, err := b.db.SQL.Query(`SELECT uuid FROM ` + outbox.TableName(topic) + ` WHERE NOT acked ORDER BY "offset"`)
-	require.NoError(t, err)
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		require.NoError(t, rows.Scan(&id))
-		queued = append(queued, id)
-	}
-	require.NoError(t, rows.Err())
+	queued := b.strings(t, `SELECT uuid FROM outbox.messages WHERE topic = $1 AND NOT acked ORDER BY "offset"`, topic)
 	require.Equal(t, []string{"m-1", "m-3"}, queued, "each replayed once, with its message id")
 }
 
@@ -184,8 +175,8 @@ func insertDeadLetter(tb testing.TB, b testBundle, messageID, metadata string) i
 	var id int64
 	require.NoError(tb, b.db.SQL.QueryRow(`INSERT INTO `+outbox.DeadLetterTable+`
 		(topic, message_id, outbox_offset, payload, metadata, error, attempts)
-		VALUES ($1, $2, nextval(pg_get_serial_sequence($4, 'offset')), '{"seq":1}', $3, 'kafka: refused', 5) RETURNING id`,
-		topic, messageID, metadata, outbox.TableName(topic)).Scan(&id))
+		VALUES ($1, $2, nextval('outbox.messages_offset_seq'), '{"seq":1}', $3, 'kafka: refused', 5) RETURNING id`,
+		topic, messageID, metadata).Scan(&id))
 	return id
 }
 
@@ -198,7 +189,7 @@ func TestReplayOfADeadLetterWhoseOffsetIsAnothersTakesANewOne(t *testing.T) {
 	b := setup(t)
 	b.publish(t, event("other", 1))
 	var offset int64
-	require.NoError(t, b.db.SQL.QueryRow(`UPDATE `+outbox.TableName(topic)+` SET acked = true RETURNING "offset"`).Scan(&offset))
+	require.NoError(t, b.db.SQL.QueryRow(`UPDATE outbox.messages SET acked = true WHERE topic = $1 RETURNING "offset"`, topic).Scan(&offset))
 	var id int64
 	require.NoError(t, b.db.SQL.QueryRow(`INSERT INTO `+outbox.DeadLetterTable+`
 		(topic, message_id, outbox_offset, payload, metadata, error, attempts)
@@ -209,7 +200,7 @@ func TestReplayOfADeadLetterWhoseOffsetIsAnothersTakesANewOne(t *testing.T) {
 	require.Greater(t, replayed[0].NewOutboxOffset, offset, "a new row at the end")
 	var acked bool
 	var uuid string
-	require.NoError(t, b.db.SQL.QueryRow(`SELECT acked, uuid FROM `+outbox.TableName(topic)+` WHERE "offset" = $1`, offset).Scan(&acked, &uuid))
+	require.NoError(t, b.db.SQL.QueryRow(`SELECT acked, uuid FROM outbox.messages WHERE topic = $1 AND "offset" = $2`, topic, offset).Scan(&acked, &uuid))
 	require.True(t, acked, "the other message's row is left as it was")
 	require.NotEqual(t, "legacy-1", uuid)
 	backlog, _, dead := b.stats(t)

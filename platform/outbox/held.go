@@ -5,37 +5,16 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
 
 // A held key: while a record of a key waits in the dead letters (neither
 // replayed nor discarded), the relay sends none of the key's later records,
 // so each key's records reach Kafka in outbox order, always. The state is
-// the dead-letter table itself, so every relay instance and every operator
+// the dead-letter table itself (store.heldRow), so every relay instance and every operator
 // command sees the same. See docs/adr/0015-a-message-kafka-never-takes.md,
 // decision 8.
-
-// heldRow holds for an outbox row o of the topic $1 whose key has a waiting
-// dead letter. It probes dead_letters_held_keys_idx (migration 00011): with
-// nothing held, an empty set.
-const heldRow = `EXISTS (SELECT FROM ` + DeadLetterTable + ` d
-	WHERE d.topic = $1 AND d.discarded_at IS NULL
-		AND d.metadata->>'partition_key' = o.metadata->>'partition_key')`
-
-// heldQuery counts, for the topic $1 with the outbox table %s, the keys
-// held, the records waiting behind them, and names the oldest held key
-// (the one whose first waiting dead letter is oldest).
-const heldQuery = `WITH held AS (
-		SELECT DISTINCT ON (metadata->>'partition_key') metadata->>'partition_key' AS key,
-			id, COALESCE(message_id, '') AS message_id, dead_lettered_at
-		FROM ` + DeadLetterTable + `
-		WHERE topic = $1 AND discarded_at IS NULL AND metadata->>'partition_key' IS NOT NULL
-		ORDER BY metadata->>'partition_key', id),
-	oldest AS (SELECT * FROM held ORDER BY id LIMIT 1)
-	SELECT (SELECT count(*) FROM held),
-		(SELECT count(*) FROM %s o WHERE acked = false AND ` + heldRow + `),
-		oldest.key, oldest.id, oldest.message_id, oldest.dead_lettered_at,
-		EXTRACT(EPOCH FROM now() - oldest.dead_lettered_at)::float8
-	FROM (SELECT 1) AS one LEFT JOIN oldest ON true`
 
 // HeldKeys says which records of a topic wait behind a dead letter of their
 // key: the relay sends them once it is replayed or discarded.
@@ -60,20 +39,14 @@ type HeldKey struct {
 
 // readHeld reads the held keys of topic.
 func readHeld(ctx context.Context, db *sql.DB, topic string) (HeldKeys, error) {
-	var h HeldKeys
-	var k HeldKey
-	var key, messageID sql.NullString
-	var id sql.NullInt64
-	var since sql.NullTime
-	var age sql.NullFloat64
-	err := db.QueryRowContext(ctx, fmt.Sprintf(heldQuery, TableName(topic)), planNow([]any{topic})...).
-		Scan(&h.Keys, &h.Records, &key, &id, &messageID, &since, &age)
+	raw, err := store.HeldCounts(ctx, db, topic)
 	if err != nil {
 		return HeldKeys{}, fmt.Errorf("outbox: held keys of %s: %w", topic, err)
 	}
-	if id.Valid {
-		k.Key, k.DeadLetterID, k.MessageID, k.Since, k.AgeSeconds = key.String, id.Int64, messageID.String, since.Time.UTC(), max(age.Float64, 0)
-		h.Oldest = &k
+	h := HeldKeys{Keys: raw.Keys, Records: raw.Records}
+	if raw.OldestDeadLetterID.Valid {
+		h.Oldest = &HeldKey{Key: raw.OldestKey.String, DeadLetterID: raw.OldestDeadLetterID.Int64, MessageID: raw.OldestMessageID.String,
+			Since: raw.OldestSince.Time.UTC(), AgeSeconds: max(raw.OldestAgeSeconds.Float64, 0)}
 	}
 	return h, nil
 }
@@ -85,18 +58,15 @@ const firstWaiting = 10
 // dead letter of its key it waits behind, or the key's outbox records that
 // wait behind it.
 func readWaiting(ctx context.Context, db *sql.DB, d *DeadLetter) error {
-	if d.Key == "" || checkTopic(d.Topic) != nil {
-		return nil // holds nothing; a topic of no outbox table has no records
+	if d.Key == "" {
+		return nil // holds nothing
 	}
-	err := db.QueryRowContext(ctx, `SELECT COALESCE(min(id), 0) FROM `+DeadLetterTable+`
-		WHERE topic = $1 AND discarded_at IS NULL AND metadata->>'partition_key' = $2 AND id < $3`,
-		d.Topic, d.Key, d.ID).Scan(&d.WaitsBehind)
+	var err error
+	d.WaitsBehind, err = store.OlderDeadLetter(ctx, db, d.Topic, d.Key, d.ID)
 	if err != nil || d.WaitsBehind != 0 {
 		return wrapWaiting(d, err)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT "offset", uuid, created_at, EXTRACT(EPOCH FROM now() - created_at)::float8, count(*) OVER ()
-		FROM `+TableName(d.Topic)+` WHERE acked = false AND metadata->>'partition_key' = $1
-		ORDER BY "offset" LIMIT $2`, d.Key, firstWaiting)
+	rows, err := store.WaitingRecords(ctx, db, d.Topic, d.Key, firstWaiting)
 	if err != nil {
 		return wrapWaiting(d, err)
 	}

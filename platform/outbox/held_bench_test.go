@@ -9,15 +9,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/internal/store"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
 // unheldReadQuery is the relay's read as it was before a dead letter held
 // its key (b375c89), the reference of BenchmarkRelayRead.
 const unheldReadQuery = `SELECT "offset", uuid,
-	CASE WHEN octet_length(payload::text) <= $1 THEN payload END,
+	CASE WHEN octet_length(payload::text) <= $2 THEN payload END,
 	metadata, octet_length(payload::text)
-FROM %s WHERE acked = false ORDER BY "offset" ASC LIMIT %d FOR UPDATE`
+FROM outbox.messages WHERE topic = $1 AND acked = false ORDER BY "offset" ASC LIMIT $3 FOR UPDATE`
 
 // BenchmarkRelayRead measures the relay's read of a batch of 200 rows of
 // about 1 KB, in its own transaction as the relay reads (FOR UPDATE, then
@@ -35,23 +36,21 @@ func BenchmarkRelayRead(b *testing.B) {
 		held        int
 	}{{"unheld", "pin.bench.unheld.v1", 0}, {"probe", "pin.bench.probe.v1", 0},
 		{"held-1k", "pin.bench.held1k.v1", 1000}, {"held-10k", "pin.bench.held10k.v1", 10000}}
-	var tables []string
+	tables := []string{outbox.MessagesTable}
 	for _, c := range cases {
-		table := outbox.TableName(c.topic)
-		tables = append(tables, table)
+		require.NoError(b, outbox.EnsureTopics(bundle.ctx, bundle.db.SQL, c.topic))
 		for _, stmt := range []string{
-			`CREATE TABLE ` + table + ` (LIKE ` + outbox.TableName(topic) + ` INCLUDING ALL)`,
-			`INSERT INTO ` + table + ` (uuid, payload, metadata, acked)
-				SELECT gen_random_uuid()::text, json_build_object('pad', repeat('x', 900)), json_build_object('partition_key', 'purchase-' || i), true
+			`INSERT INTO outbox.messages (topic, uuid, payload, metadata, acked)
+				SELECT $1, gen_random_uuid()::text, json_build_object('pad', repeat('x', 900)), json_build_object('partition_key', 'purchase-' || i), true
 				FROM generate_series(1, 20000) AS i`,
-			fmt.Sprintf(`INSERT INTO %s (uuid, payload, metadata)
-				SELECT gen_random_uuid()::text, json_build_object('pad', repeat('x', 900)), '{"partition_key":"hot"}'
-				FROM generate_series(1, %d)`, table, c.held),
-			`INSERT INTO ` + table + ` (uuid, payload, metadata)
-				SELECT gen_random_uuid()::text, json_build_object('pad', repeat('x', 900)), json_build_object('partition_key', 'free-' || i)
+			fmt.Sprintf(`INSERT INTO outbox.messages (topic, uuid, payload, metadata)
+				SELECT $1, gen_random_uuid()::text, json_build_object('pad', repeat('x', 900)), '{"partition_key":"hot"}'
+				FROM generate_series(1, %d)`, c.held),
+			`INSERT INTO outbox.messages (topic, uuid, payload, metadata)
+				SELECT $1, gen_random_uuid()::text, json_build_object('pad', repeat('x', 900)), json_build_object('partition_key', 'free-' || i)
 				FROM generate_series(1, 200) AS i`,
 		} {
-			_, err := bundle.db.SQL.Exec(stmt)
+			_, err := bundle.db.SQL.Exec(stmt, c.topic)
 			require.NoError(b, err, stmt)
 		}
 		if c.held > 0 {
@@ -62,10 +61,11 @@ func BenchmarkRelayRead(b *testing.B) {
 	}
 	read := func(i int) time.Duration {
 		c := cases[i]
-		q, args := fmt.Sprintf(unheldReadQuery, outbox.TableName(c.topic), 200), []any{pgx.QueryExecModeExec, 1_000_000}
+		q := unheldReadQuery
 		if c.name != "unheld" {
-			q, args = outbox.RelayReadQuery(c.topic, 200), []any{pgx.QueryExecModeExec, c.topic, 1_000_000}
+			q = store.ReadBatchQuery
 		}
+		args := []any{pgx.QueryExecModeExec, c.topic, 1_000_000, 200}
 		started := time.Now()
 		tx, err := bundle.db.SQL.Begin()
 		require.NoError(b, err)

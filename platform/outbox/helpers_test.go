@@ -235,3 +235,19 @@ func spanContextOf(ctx context.Context) trace.SpanContext {
 func publish(ctx context.Context, pub *outbox.Publisher, tx postgres.Tx, topic string, msgs ...*message.Message) error {
 	return pub.Write(ctx, tx, outbox.Events(topic, msgs...))
 }
+
+// strings is the one text column of query's rows, in order.
+func (b testBundle) strings(tb testing.TB, query string, args ...any) []string {
+	tb.Helper()
+	rows, err := b.db.SQL.Query(query, args...)
+	require.NoError(tb, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(tb, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(tb, rows.Err())
+	return out
+}

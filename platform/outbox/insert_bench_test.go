@@ -8,7 +8,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -35,8 +34,8 @@ func BenchmarkOutboxInsert(b *testing.B) {
 		insert = append(insert, time.Since(started))
 
 		started = time.Now()
-		rows, err := bundle.db.SQL.Query(`SELECT "offset", uuid, payload, metadata FROM ` + outbox.TableName(topic) +
-			` ORDER BY "offset" DESC LIMIT 200`)
+		rows, err := bundle.db.SQL.Query(`SELECT "offset", uuid, payload, metadata FROM outbox.messages WHERE topic = $1
+			ORDER BY "offset" DESC LIMIT 200`, topic)
 		require.NoError(b, err)
 		for rows.Next() {
 			var offset int64

@@ -21,18 +21,22 @@ import (
 // acknowledgement lost in a server crash only means the rows are sent
 // again: it need not wait for the WAL flush.
 func (r *Relay) openSession(ctx context.Context, conn *sql.Conn) error {
-	ms := r.cfg.SessionTimeout.Milliseconds()
-	_, err := r.exec(ctx, conn, fmt.Sprintf(`SET tcp_keepalives_idle = 2; SET tcp_keepalives_interval = 1;
-		SET tcp_keepalives_count = 2; SET tcp_user_timeout = 4000; SET synchronous_commit = off;
-		SET idle_session_timeout = %d; SET idle_in_transaction_session_timeout = %d`, ms, ms))
+	_, err := r.exec(ctx, conn, `SET tcp_keepalives_idle = 2; SET tcp_keepalives_interval = 1;
+		SET tcp_keepalives_count = 2; SET tcp_user_timeout = 4000; SET synchronous_commit = off`)
+	if err != nil {
+		return fmt.Errorf("relay session: %w", err)
+	}
+	stmt, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
+	defer cancel()
+	ms := fmt.Sprint(r.cfg.SessionTimeout.Milliseconds())
+	_, err = conn.ExecContext(stmt, `SELECT set_config('idle_session_timeout', $1, false),
+		set_config('idle_in_transaction_session_timeout', $1, false)`, ms)
 	if err != nil {
 		return fmt.Errorf("relay session: %w", err)
 	}
 	if r.cfg.ApplicationName != "" {
 		// The session is closed after this term (discard), so the name never
 		// reaches another user of the pool.
-		stmt, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
-		defer cancel()
 		if _, err := conn.ExecContext(stmt, `SELECT set_config('application_name', $1, false)`, r.cfg.ApplicationName); err != nil {
 			return fmt.Errorf("relay session: %w", err)
 		}

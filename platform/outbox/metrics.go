@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pinmarket/pin/platform/observability"
+	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
 
 // relayMetrics are the relay's own metrics, shared by every relay registered
@@ -164,15 +165,10 @@ func Stats(ctx context.Context, db *sql.DB, topic string) (backlog int64, oldest
 		return 0, 0, 0, err
 	}
 	var ageSeconds float64
-	err = db.QueryRowContext(ctx, `
-		SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
-		FROM `+TableName(topic)+` o WHERE acked = false AND NOT `+heldRow, planNow([]any{topic})...).Scan(&backlog, &ageSeconds)
-	if err != nil {
+	if backlog, ageSeconds, err = store.Backlog(ctx, db, topic); err != nil {
 		return 0, 0, 0, err
 	}
-	err = db.QueryRowContext(ctx,
-		`SELECT count(*) FROM `+DeadLetterTable+` WHERE topic = $1 AND `+waiting, topic).Scan(&deadLetters)
-	if err != nil {
+	if deadLetters, _, err = store.DeadLetterCounts(ctx, db, topic); err != nil {
 		return 0, 0, 0, err
 	}
 	return backlog, time.Duration(max(ageSeconds, 0) * float64(time.Second)), deadLetters, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,7 +25,7 @@ import (
 func (b testBundle) rows(tb testing.TB) int {
 	tb.Helper()
 	var n int
-	require.NoError(tb, b.db.SQL.QueryRow(`SELECT count(*) FROM `+outbox.TableName(topic)).Scan(&n))
+	require.NoError(tb, b.db.SQL.QueryRow(`SELECT count(*) FROM outbox.messages WHERE topic = $1`, topic).Scan(&n))
 	return n
 }
 
@@ -40,7 +41,7 @@ func TestPublishCommitsWithTheTransaction(t *testing.T) {
 	var id string
 	var payload, metadata []byte
 	var acked bool
-	require.NoError(t, b.db.SQL.QueryRow(`SELECT uuid, payload, metadata, acked FROM `+outbox.TableName(topic)).
+	require.NoError(t, b.db.SQL.QueryRow(`SELECT uuid, payload, metadata, acked FROM outbox.messages WHERE topic = $1`, topic).
 		Scan(&id, &payload, &metadata, &acked))
 	require.Equal(t, msg.UUID, id)
 	require.Equal(t, string(msg.Payload), string(payload), "byte for byte")
@@ -113,15 +114,16 @@ func TestPublishCarriesTraceAndCorrelation(t *testing.T) {
 // TestMigrationMatchesWatermillSchema compares the migrated outbox table
 // with the one watermill-sql's queue schema would create, column by column,
 // so an upgrade of watermill that changes its layout fails here and not in
-// production. The one deliberate difference: "offset" is a bigint.
+// production. The deliberate differences: "offset" is a bigint, and
+// outbox.messages has the topic, in its primary key as a partitioned table's
+// must be (ADR 0024).
 func TestMigrationMatchesWatermillSchema(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 
 	_, err := b.db.SQL.Exec(`CREATE SCHEMA wm_reference`)
 	require.NoError(t, err)
-	schema := outbox.SchemaAdapter(0)
-	schema.GenerateMessagesTableName = func(string) string { return `wm_reference.messages` }
+	schema := watermillsql.PostgreSQLQueueSchema{GenerateMessagesTableName: func(string) string { return `wm_reference.messages` }}
 	qs, err := schema.SchemaInitializingQueries(watermillsql.SchemaInitializingQueriesParams{Topic: topic})
 	require.NoError(t, err)
 	for _, q := range qs {
@@ -131,9 +133,11 @@ func TestMigrationMatchesWatermillSchema(t *testing.T) {
 	theirs := describe(t, b, "wm_reference", "messages")
 	for i, col := range theirs {
 		theirs[i] = strings.Replace(col, "offset integer", "offset bigint", 1)
+		theirs[i] = strings.Replace(theirs[i], "pk offset", "pk offset,topic", 1)
 	}
-	require.Equal(t, theirs, describe(t, b, "outbox", "pin_promotion_purchase_changed_v1"))
-	require.Equal(t, `outbox."pin_promotion_purchase_changed_v1"`, outbox.TableName(topic))
+	theirs = append(theirs, "topic text NO -")
+	slices.Sort(theirs)
+	require.Equal(t, theirs, describe(t, b, "outbox", "messages"))
 }
 
 // describe lists a table's columns (name, type, nullability, default with
@@ -291,7 +295,7 @@ type storedRow struct {
 // storedRows reads the topic's outbox rows in offset order.
 func (b testBundle) storedRows(tb testing.TB) []storedRow {
 	tb.Helper()
-	rs, err := b.db.SQL.Query(`SELECT uuid, payload, metadata FROM ` + outbox.TableName(topic) + ` ORDER BY "offset"`)
+	rs, err := b.db.SQL.Query(`SELECT uuid, payload, metadata FROM outbox.messages WHERE topic = $1 ORDER BY "offset"`, topic)
 	require.NoError(tb, err)
 	defer func() { _ = rs.Close() }()
 	var out []storedRow

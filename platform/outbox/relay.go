@@ -11,13 +11,13 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
-	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pinmarket/pin/platform/backoff"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/observability"
+	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
 
 // RelayConfig configures a Relay. Zero values take the defaults.
@@ -25,7 +25,8 @@ type RelayConfig struct {
 	// Brokers are the Kafka bootstrap brokers. Required.
 	Brokers []string
 	// Topics are the Kafka topics to relay, as the modules declare them; each
-	// has its own outbox table (TableName) created by a migration. Required.
+	// has its table in outbox.messages, made by `pin migrate up`
+	// (EnsureTopics). Required.
 	Topics []string
 	// PollInterval is how long the active relay pauses after finding the
 	// outbox empty. Required: PIN_OUTBOX_POLL_INTERVAL, whose default
@@ -102,7 +103,6 @@ type Relay struct {
 	wmLog   watermill.LoggerAdapter
 	tracer  trace.Tracer
 	metrics *relayMetrics
-	offsets watermillsql.PostgreSQLQueueOffsetsAdapter
 }
 
 // NewRelay returns a Relay reading the outbox in db. It registers the outbox
@@ -126,10 +126,10 @@ func NewRelay(db *sql.DB, cfg RelayConfig, logger *slog.Logger, reg prometheus.R
 		if err := checkTopic(t); err != nil {
 			return nil, err
 		}
-		if seen[tableBase(t)] {
+		if seen[t] {
 			return nil, fmt.Errorf("outbox: NewRelay: topic %q listed twice", t)
 		}
-		seen[tableBase(t)] = true
+		seen[t] = true
 	}
 	cfg.setDefaults()
 	if cfg.SessionTimeout < time.Second {
@@ -154,7 +154,6 @@ func NewRelay(db *sql.DB, cfg RelayConfig, logger *slog.Logger, reg prometheus.R
 		wmLog:   observability.WatermillLogger(logger),
 		tracer:  tp.Tracer(instrumentation),
 		metrics: m,
-		offsets: OffsetsAdapter(),
 	}, nil
 }
 
@@ -163,8 +162,13 @@ func (r *Relay) Name() string { return "outbox-relay" }
 
 // Run relays every topic until ctx is cancelled, then returns nil. Failures
 // of the broker or the database end the topic's term as active relay; it
-// backs off and competes for the lock again.
+// backs off and competes for the lock again. A topic with no outbox table
+// is a deployment that skipped `pin migrate up`: Run returns at once with
+// an error that says so, rather than retry a read that cannot succeed.
 func (r *Relay) Run(ctx context.Context) error {
+	if err := r.checkTopics(ctx); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	for _, topic := range r.cfg.Topics {
 		wg.Go(func() {
@@ -187,6 +191,21 @@ func (r *Relay) Run(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	return nil
+}
+
+// checkTopics fails when one of the topics has no outbox table. A database
+// that does not answer is no reason to stop: the terms retry it.
+func (r *Relay) checkTopics(ctx context.Context) error {
+	check, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
+	defer cancel()
+	err := store.CheckTopics(check, r.db, r.cfg.Topics)
+	if errors.Is(err, store.ErrNoTopicTable) {
+		return fmt.Errorf("outbox relay: %w", err)
+	}
+	if err != nil {
+		r.logger.WarnContext(ctx, "outbox relay: could not check the topics' tables", "err", err)
+	}
 	return nil
 }
 

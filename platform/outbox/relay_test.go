@@ -212,8 +212,8 @@ func TestPoisonMessageIsDeadLetteredAndTheNextOneFlows(t *testing.T) {
 // release or a manual insert could have.
 func insertRaw(tb testing.TB, b testBundle, id, payload, metadata string) {
 	tb.Helper()
-	_, err := b.db.SQL.Exec(`INSERT INTO `+outbox.TableName(topic)+` (uuid, payload, metadata) VALUES ($1, $2, $3)`,
-		id, payload, metadata)
+	_, err := b.db.SQL.Exec(`INSERT INTO outbox.messages (topic, uuid, payload, metadata) VALUES ($1, $2, $3, $4)`,
+		topic, id, payload, metadata)
 	require.NoError(tb, err)
 }
 
@@ -238,11 +238,8 @@ func TestRelayServesSeveralTopics(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const other = "pin.test.other-topic.v1"
-	// A second topic's table, made as pin migrate makes it: outbox.publish
-	// stores rows only in a topic's partition of outbox.messages.
-	_, err := b.db.SQL.Exec(`SELECT outbox.create_topic($1)`, other)
-	require.NoError(t, err)
-	require.Equal(t, `outbox."pin_test_other_topic_v1"`, outbox.TableName(other))
+	// A second topic's table, made the way `pin migrate up` makes it.
+	require.NoError(t, outbox.EnsureTopics(b.ctx, b.db.SQL, other))
 
 	brokers := testbed.NewKafka(t, topic, other)
 	b.startRelay(t, outbox.RelayConfig{Brokers: brokers, Topics: []string{topic, other}}, nil)

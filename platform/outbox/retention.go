@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pinmarket/pin/platform/host"
+	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
 
 // RetentionConfig configures a RetentionCleaner. Zero values take the
@@ -74,18 +75,7 @@ func (c *RetentionCleaner) CleanOnce(ctx context.Context) (int64, error) {
 	var total int64
 	for _, topic := range c.cfg.Topics {
 		for {
-			res, err := c.db.ExecContext(ctx, `
-				DELETE FROM `+TableName(topic)+`
-				WHERE "offset" IN (
-					SELECT "offset" FROM `+TableName(topic)+`
-					WHERE acked AND created_at < now() - make_interval(secs => $1)
-					ORDER BY created_at
-					LIMIT $2)`,
-				planNow([]any{c.cfg.Retention.Seconds(), c.cfg.BatchSize})...)
-			if err != nil {
-				return total, fmt.Errorf("outbox: retention of %s: %w", topic, err)
-			}
-			n, err := res.RowsAffected()
+			n, err := store.DeleteAcked(ctx, c.db, topic, c.cfg.Retention.Seconds(), c.cfg.BatchSize)
 			if err != nil {
 				return total, fmt.Errorf("outbox: retention of %s: %w", topic, err)
 			}

@@ -13,9 +13,9 @@ import (
 
 func (b testBundle) backdate(tb testing.TB, uuidOf string, age time.Duration) {
 	tb.Helper()
-	res, err := b.db.SQL.Exec(`UPDATE `+outbox.TableName(topic)+`
+	res, err := b.db.SQL.Exec(`UPDATE outbox.messages
 		SET created_at = created_at - make_interval(secs => $2)
-		WHERE uuid = $1`, uuidOf, age.Seconds())
+		WHERE topic = $3 AND uuid = $1`, uuidOf, age.Seconds(), topic)
 	require.NoError(tb, err)
 	n, err := res.RowsAffected()
 	require.NoError(tb, err)
@@ -24,17 +24,7 @@ func (b testBundle) backdate(tb testing.TB, uuidOf string, age time.Duration) {
 
 func (b testBundle) outboxIDs(tb testing.TB) []string {
 	tb.Helper()
-	rows, err := b.db.SQL.Query(`SELECT uuid FROM ` + outbox.TableName(topic) + ` ORDER BY "offset"`)
-	require.NoError(tb, err)
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		require.NoError(tb, rows.Scan(&id))
-		ids = append(ids, id)
-	}
-	require.NoError(tb, rows.Err())
-	return ids
+	return b.strings(tb, `SELECT uuid FROM outbox.messages WHERE topic = $1 ORDER BY "offset"`, topic)
 }
 
 func TestRetentionDeletesOnlyOldForwardedRows(t *testing.T) {

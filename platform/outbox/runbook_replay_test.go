@@ -40,9 +40,9 @@ func TestRunbookReplaysADeadLetter(t *testing.T) {
 
 	// The same event again, written without its key as a manual insert
 	// could: the relay dead-letters it.
-	_, err := b.db.SQL.Exec(`INSERT INTO `+outbox.TableName(topic)+` (uuid, payload, metadata)
-		SELECT uuid, payload, (metadata::jsonb - 'partition_key')::json
-		FROM `+outbox.TableName(topic)+` WHERE uuid = $1`, original.UUID)
+	_, err := b.db.SQL.Exec(`INSERT INTO outbox.messages (topic, uuid, payload, metadata)
+		SELECT topic, uuid, payload, (metadata::jsonb - 'partition_key')::json
+		FROM outbox.messages WHERE topic = $2 AND uuid = $1`, original.UUID, topic)
 	require.NoError(t, err)
 	waitFor(t, "the keyless copy to be dead-lettered", func() bool { _, _, dead := b.stats(t); return dead == 1 })
 	var id int64

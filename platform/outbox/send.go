@@ -9,10 +9,10 @@ import (
 	"time"
 
 	wmkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
-	watermillsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
 
 // The send: the active relay of a topic repeats one round on the session
@@ -137,59 +137,37 @@ type outboxRow struct {
 	bad      error
 }
 
-// readQuery is the relay's read, watermill-sql's queue read
-// (PostgreSQLQueueSchema.SelectQuery: unacknowledged rows in offset order,
-// FOR UPDATE) but for two things. The payload of a row longer than $2, the
-// producer's limit, stays in the database and only its length is read: such
-// a row can never be sent, and a batch of 200 of them would be 220 MB to
-// read on every round; its dead letter is copied in the database. And the
-// rows of a held key (held.go) are left where they are.
-const readQuery = `SELECT "offset", uuid,
-	CASE WHEN octet_length(payload::text) <= $2 THEN payload END,
-	metadata, octet_length(payload::text)
-FROM %s o WHERE acked = false AND NOT ` + heldRow + `
-ORDER BY "offset" ASC LIMIT %d FOR UPDATE OF o`
-
 // readBatch claims up to BatchSize unacknowledged rows of keys not held, in
 // offset order (FOR UPDATE: a row is never published by two relays that
-// both believe they are active).
+// both believe they are active). The payload of a row over the producer's
+// limit stays in the database: the row can never be sent, and a batch of
+// 200 of them would be 220 MB to read on every round.
 func (r *Relay) readBatch(ctx context.Context, tx *sql.Tx, topic string) ([]outboxRow, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
 	limit := r.cfg.Sarama.Producer.MaxMessageBytes
-	rows, err := tx.QueryContext(ctx, fmt.Sprintf(readQuery, TableName(topic), r.cfg.BatchSize), planNow([]any{topic, limit})...)
+	rows, err := store.ReadBatch(ctx, tx, topic, limit, r.cfg.BatchSize)
 	if err != nil {
 		return nil, fmt.Errorf("read batch: %w", err)
 	}
-	defer rows.Close()
-	var out []outboxRow
-	for rows.Next() {
-		var row outboxRow
-		var id string
-		var payload []byte
-		var size sql.NullInt64
-		if err := rows.Scan(&row.offset, &id, &payload, &row.metadata, &size); err != nil {
-			return nil, fmt.Errorf("read batch: %w", err)
-		}
-		row.msg = message.NewMessage(id, payload)
+	out := make([]outboxRow, len(rows))
+	for i, raw := range rows {
+		row := outboxRow{offset: raw.Offset, msg: message.NewMessage(raw.UUID, raw.Payload), metadata: raw.Metadata}
 		if len(row.metadata) > 0 {
 			if err := json.Unmarshal(row.metadata, &row.msg.Metadata); err != nil {
 				row.bad = fmt.Errorf("metadata is not a JSON object of strings: %w", err)
 			}
 		}
-		if size.Int64 > int64(limit) {
-			row.bad = &MessageTooLargeError{MessageID: id, Bytes: int(size.Int64), Limit: limit}
+		if raw.Size > int64(limit) {
+			row.bad = &MessageTooLargeError{MessageID: raw.UUID, Bytes: int(raw.Size), Limit: limit}
 		}
-		out = append(out, row)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read batch: %w", err)
+		out[i] = row
 	}
 	return out, nil
 }
 
 // acknowledge marks the published rows acked and moves the dead letters
-// aside (copy, then ack), with watermill-sql's queue acknowledgement.
+// aside (copy, then ack).
 func (r *Relay) acknowledge(ctx context.Context, tx *sql.Tx, topic string, acked []int64, dead []deadLetter) error {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
@@ -206,15 +184,7 @@ func (r *Relay) acknowledge(ctx context.Context, tx *sql.Tx, topic string, acked
 	if len(acked) == 0 {
 		return nil
 	}
-	rows := make([]watermillsql.Row, len(acked))
-	for i, offset := range acked {
-		rows[i] = watermillsql.Row{Offset: offset}
-	}
-	q, err := r.offsets.AckMessageQuery(watermillsql.AckMessageQueryParams{Topic: topic, Rows: rows})
-	if err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, q.Query, planNow(q.Args)...); err != nil {
+	if err := store.Ack(ctx, tx, topic, acked); err != nil {
 		return fmt.Errorf("acknowledge: %w", err)
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
 
 // TopicStatus is the state of one topic's outbox, as `pin status` shows it.
@@ -52,8 +54,7 @@ func ReadStatus(ctx context.Context, db *sql.DB, topic string) (TopicStatus, err
 	}
 	s := TopicStatus{Topic: topic}
 	var o OutboxRow
-	err := db.QueryRowContext(ctx, `SELECT "offset", uuid, created_at, EXTRACT(EPOCH FROM now() - created_at)::float8
-		FROM `+TableName(topic)+` o WHERE acked = false AND NOT `+heldRow+` ORDER BY "offset" LIMIT 1`, planNow([]any{topic})...).
+	err := store.Oldest(ctx, db, topic).
 		Scan(&o.Offset, &o.MessageID, &o.CreatedAt, &o.AgeSeconds)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -63,12 +64,10 @@ func ReadStatus(ctx context.Context, db *sql.DB, topic string) (TopicStatus, err
 		o.CreatedAt = o.CreatedAt.UTC()
 		s.Oldest = &o
 	}
-	err = db.QueryRowContext(ctx, `SELECT
-			(SELECT count(*) FROM `+TableName(topic)+` o WHERE acked = false AND NOT `+heldRow+`),
-			(SELECT count(*) FROM `+DeadLetterTable+` WHERE topic = $1 AND `+waiting+`),
-			(SELECT count(*) FROM `+DeadLetterTable+` WHERE topic = $1 AND NOT `+waiting+`)`, planNow([]any{topic})...).
-		Scan(&s.Backlog, &s.DeadLetters, &s.DiscardedDeadLetters)
-	if err != nil {
+	if s.Backlog, _, err = store.Backlog(ctx, db, topic); err != nil {
+		return TopicStatus{}, fmt.Errorf("outbox: status of %s: %w", topic, err)
+	}
+	if s.DeadLetters, s.DiscardedDeadLetters, err = store.DeadLetterCounts(ctx, db, topic); err != nil {
 		return TopicStatus{}, fmt.Errorf("outbox: status of %s: %w", topic, err)
 	}
 	if s.Held, err = readHeld(ctx, db, topic); err != nil {

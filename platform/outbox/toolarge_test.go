@@ -90,8 +90,8 @@ func TestOversizedRowsHoldNoOtherKey(t *testing.T) {
 	})
 	inserted := make(chan error, 1)
 	timer := time.AfterFunc(time.Second, func() {
-		_, err := rig.db.SQL.Exec(`INSERT INTO ` + outbox.TableName(topic) + ` (uuid, payload, metadata)
-			SELECT gen_random_uuid()::text,
+		_, err := rig.db.SQL.Exec(`INSERT INTO outbox.messages (topic, uuid, payload, metadata)
+			SELECT '` + topic + `', gen_random_uuid()::text,
 				json_build_object('key', 'big-' || i, 'pad', repeat('x', 1100000)),
 				json_build_object('partition_key', 'big-' || i,
 					'event_type', 'pin.promotion.purchase-changed', 'contract_version', '1')

@@ -17,8 +17,9 @@ import (
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
-// outboxTable is the outbox table of the purchase-changed event.
-var outboxTable = outbox.TableName(PurchaseChangedV1().Topic)
+// outboxTable is the outbox; the purchase-changed topic is its only table
+// here, and a lock or a constraint on it reaches that table.
+const outboxTable = outbox.MessagesTable
 
 // holdOutboxLock locks the event's outbox table against inserts from
 // another session until release.

@@ -25,8 +25,9 @@ import (
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
-// outboxTable is the outbox table of the purchase-changed topic.
-var outboxTable = outbox.TableName(contract.Topic)
+// outboxTable is the outbox: the purchase-changed topic's table is its only
+// partition here, so reads, TRUNCATE and VACUUM of it are the topic's.
+const outboxTable = outbox.MessagesTable
 
 // fixture is a database holding a purchases table of a given size, of which
 // a given number are due (Active, EndsAt in the past).

@@ -43,7 +43,7 @@ type OutboxEvent struct {
 func OutboxEvents(tb testing.TB, db *testbed.Database) []OutboxEvent {
 	tb.Helper()
 	rows, err := db.SQL.QueryContext(context.Background(),
-		`SELECT uuid, payload, metadata FROM `+outbox.TableName(contract.Topic)+` ORDER BY "offset"`)
+		`SELECT uuid, payload, metadata FROM outbox.messages WHERE topic = $1 ORDER BY "offset"`, contract.Topic)
 	require.NoError(tb, err)
 	defer rows.Close()
 	quiet := slog.New(slog.DiscardHandler)
@@ -64,7 +64,7 @@ func OutboxEvents(tb testing.TB, db *testbed.Database) []OutboxEvent {
 // OutboxCount is the number of messages in the promotion topic's outbox.
 func OutboxCount(tb testing.TB, db *testbed.Database) int {
 	tb.Helper()
-	return Count(tb, db, `SELECT count(*) FROM `+outbox.TableName(contract.Topic))
+	return Count(tb, db, `SELECT count(*) FROM outbox.messages WHERE topic = $1`, contract.Topic)
 }
 
 // EventsByPurchase groups the events whose status is one of statuses by

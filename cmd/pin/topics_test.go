@@ -1,0 +1,21 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/modules/promotion"
+)
+
+// TestServeRefusesTopicsNoCommandDeclares: a module on the host whose topic
+// is missing from declaredTopics would be relayed with no outbox table and
+// no Kafka topic made for it; serve refuses it at start.
+func TestServeRefusesTopicsNoCommandDeclares(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, checkDeclaredTopics(promotion.Topics()))
+	err := checkDeclaredTopics(append(promotion.Topics(), "pin.other.thing.v1"))
+	require.ErrorContains(t, err, "pin.other.thing.v1")
+	require.ErrorContains(t, err, "declaredTopics")
+	require.Error(t, checkDeclaredTopics(nil))
+}
