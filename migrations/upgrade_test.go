@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -98,10 +98,10 @@ func TestUpgradeCarriesTheBacklogOverOnce(t *testing.T) {
 	require.Equal(t, "purchase-9", deadKey)
 
 	brokers := testbed.NewKafka(t, topic)
-	relay, err := outbox.NewRelay(db.SQL, outbox.RelayConfig{Brokers: brokers, Topics: []string{topic}, PollInterval: 10 * time.Millisecond},
+	outboxRelay, err := relay.New(db.SQL, relay.Config{Brokers: brokers, Topics: []string{topic}, PollInterval: 10 * time.Millisecond},
 		slog.New(slog.DiscardHandler), prometheus.NewRegistry(), noop.NewTracerProvider())
 	require.NoError(t, err)
-	stop := testbed.StartRunner(t, relay)
+	stop := testbed.StartRunner(t, outboxRelay)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
 	require.NoError(t, err)

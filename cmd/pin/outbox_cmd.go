@@ -5,19 +5,19 @@ import (
 	"database/sql"
 	"io"
 
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/deadletters"
 )
 
 const outboxReplaySynopsis = "outbox dead-letters replay ID...|--all [--topic T]"
 
 // outboxDeadLetters are the relay's dead letters (platform/outbox).
-var outboxDeadLetters = deadLetterSide[outbox.DeadLetter]{
+var outboxDeadLetters = deadLetterSide[deadletters.DeadLetter]{
 	command: "outbox dead-letters", what: "outbox dead letters",
 	filterFlag: "topic", filterUsage: "only the dead letters of this Kafka topic",
-	list: func(ctx context.Context, db *sql.DB, topic string, limit int, discarded bool) ([]outbox.DeadLetter, error) {
-		return outbox.ListDeadLetters(ctx, db, outbox.ListFilter{Topic: topic, Limit: limit, Discarded: discarded})
+	list: func(ctx context.Context, db *sql.DB, topic string, limit int, discarded bool) ([]deadletters.DeadLetter, error) {
+		return deadletters.List(ctx, db, deadletters.ListFilter{Topic: topic, Limit: limit, Discarded: discarded})
 	},
-	discard: outbox.DiscardDeadLetters,
+	discard: deadletters.Discard,
 }
 
 // outboxCommand runs `pin outbox dead-letters list|replay|discard`: the
@@ -55,13 +55,13 @@ func replayOutboxDeadLetters(ctx context.Context, args, environ []string, stdout
 	}
 	defer db.Close()
 	if *all {
-		replayed, failed, err := outbox.ReplayAllDeadLetters(ctx, db, *topic)
+		replayed, failed, err := deadletters.ReplayAll(ctx, db, *topic)
 		if err != nil {
 			return err
 		}
-		return reportReplayAll(stdout, stderr, replayed, failed, func(f outbox.FailedReplay) (int64, string) { return f.ID, f.Reason })
+		return reportReplayAll(stdout, stderr, replayed, failed, func(f deadletters.FailedReplay) (int64, string) { return f.ID, f.Reason })
 	}
-	replayed, err := outbox.ReplayDeadLetters(ctx, db, ids)
+	replayed, err := deadletters.Replay(ctx, db, ids)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/boost"
 	"github.com/pinmarket/pin/platform/kafka"
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -23,19 +23,19 @@ func (s *server) addOutboxRunners() error {
 	if len(topics) == 0 {
 		return nil
 	}
-	relay, err := outbox.NewRelay(s.sqlDB, outbox.RelayConfig{
+	outboxRelay, err := relay.New(s.sqlDB, relay.Config{
 		Brokers:      s.cfg.KafkaBrokers,
 		Topics:       topics,
 		PollInterval: s.cfg.OutboxPollInterval,
-		Sarama:       kafka.NewProducerConfig("pin-outbox-relay", kafkaSecurity(s.cfg)),
+		Sarama:       kafka.NewProducerConfig("pin-outbox-outboxRelay", kafkaSecurity(s.cfg)),
 		// The lock-holder query of docs/runbooks/outbox-backlog.md shows it.
-		ApplicationName: postgres.ApplicationName("relay"),
+		ApplicationName: postgres.ApplicationName("outboxRelay"),
 	}, s.logger, s.reg, s.tp)
 	if err != nil {
 		return err
 	}
-	s.host.AddRunner(relay)
-	cleaner, err := outbox.NewRetentionCleaner(s.sqlDB, outbox.RetentionConfig{
+	s.host.AddRunner(outboxRelay)
+	cleaner, err := relay.NewRetentionCleaner(s.sqlDB, relay.RetentionConfig{
 		Topics:    topics,
 		Retention: s.cfg.OutboxRetention,
 	}, s.logger)

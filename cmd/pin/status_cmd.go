@@ -15,7 +15,7 @@ import (
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/consumer"
 	"github.com/pinmarket/pin/platform/kafka"
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 )
 
 // moduleStatus is what `pin status --json` prints: the module's state on one
@@ -23,7 +23,7 @@ import (
 type moduleStatus struct {
 	AsOf      time.Time              `json:"asOf"`
 	Expiry    promotion.ExpiryStatus `json:"expiry"`
-	Outbox    []outbox.TopicStatus   `json:"outbox"`
+	Outbox    []relay.TopicStatus    `json:"outbox"`
 	Consumers []consumerStatus       `json:"consumers"`
 }
 
@@ -76,13 +76,13 @@ func status(ctx context.Context, args, environ []string, stdout io.Writer) error
 // readStatus gathers each part from its owner: the module, the outbox, the
 // consumer kit and, when it is configured, the broker.
 func readStatus(ctx context.Context, db *sql.DB, cfg config.Config) (moduleStatus, error) {
-	s := moduleStatus{AsOf: time.Now().UTC(), Outbox: []outbox.TopicStatus{}, Consumers: []consumerStatus{}}
+	s := moduleStatus{AsOf: time.Now().UTC(), Outbox: []relay.TopicStatus{}, Consumers: []consumerStatus{}}
 	var err error
 	if s.Expiry, err = promotion.ReadExpiryStatus(ctx, db); err != nil {
 		return s, err
 	}
 	for _, topic := range declaredTopics() {
-		t, err := outbox.ReadStatus(ctx, db, topic)
+		t, err := relay.ReadStatus(ctx, db, topic)
 		if err != nil {
 			return s, err
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/pinmarket/pin/platform/httpserver"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -77,7 +78,7 @@ func serveInProcess(tb testing.TB, databaseURL string, brokers []string) (string
 		DB: gdb, Outbox: publisher, Authenticate: authn.Middleware(), Logger: logger, Registerer: reg, TracerProvider: tp,
 	})
 	require.NoError(tb, err)
-	relay, err := outbox.NewRelay(sqlDB, outbox.RelayConfig{Brokers: brokers, Topics: module.OutboxTopics(),
+	outboxRelay, err := relay.New(sqlDB, relay.Config{Brokers: brokers, Topics: module.OutboxTopics(),
 		PollInterval: config.Defaults().OutboxPollInterval}, logger, reg, tp)
 	require.NoError(tb, err)
 
@@ -89,7 +90,7 @@ func serveInProcess(tb testing.TB, databaseURL string, brokers []string) (string
 	require.NoError(tb, err)
 	done := make(chan error, 2)
 	go func() { done <- httpserver.ServeListener(ctx, ln, e, cfg, 5*time.Second) }()
-	go func() { done <- relay.Run(ctx) }()
+	go func() { done <- outboxRelay.Run(ctx) }()
 	tb.Cleanup(func() {
 		cancel()
 		for range 2 {

@@ -23,7 +23,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/platform/auth"
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -157,7 +157,7 @@ func benchAPI(b *testing.B) {
 	}
 	// pgbench's rounds write outbox rows too, which the server's relay
 	// forwards: what it has not yet is what its stop leaves to the next one.
-	backlog, oldest, _, err := outbox.Stats(ctx, db.SQL, contract.Topic)
+	backlog, oldest, _, err := relay.Stats(ctx, db.SQL, contract.Topic)
 	require.NoError(b, err)
 	b.Logf("outbox after the rounds: %d rows not yet relayed, the oldest %s old", backlog, oldest.Round(time.Second))
 	loaded, err := readMemory(srv.pid)

@@ -19,6 +19,8 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/deadletters"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -35,10 +37,10 @@ func TestADeadLetteredEventHoldsItsPurchaseSoTheProjectionSeesItInOrder(t *testi
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	relay, err := outbox.NewRelay(b.db.SQL, outbox.RelayConfig{Brokers: b.brokers, Topics: []string{contract.Topic}, PollInterval: 20 * time.Millisecond},
+	outboxRelay, err := relay.New(b.db.SQL, relay.Config{Brokers: b.brokers, Topics: []string{contract.Topic}, PollInterval: 20 * time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), noop.NewTracerProvider())
 	require.NoError(t, err)
-	testbed.StartRunner(t, relay)
+	testbed.StartRunner(t, outboxRelay)
 	pub, err := outbox.NewPublisher(noop.NewTracerProvider())
 	require.NoError(t, err)
 	publish := func(e contract.Envelope) {
@@ -56,19 +58,19 @@ func TestADeadLetteredEventHoldsItsPurchaseSoTheProjectionSeesItInOrder(t *testi
 
 	testbed.SetMaxMessageBytes(t, b.brokers, contract.Topic, "512")
 	publish(p.envelope(contract.StatusActive, 1))
-	var dead []outbox.DeadLetter
+	var dead []deadletters.DeadLetter
 	testbed.Eventually(t, func() error {
-		dead, err = outbox.ListDeadLetters(ctx, b.db.SQL, outbox.ListFilter{Topic: contract.Topic})
+		dead, err = deadletters.List(ctx, b.db.SQL, deadletters.ListFilter{Topic: contract.Topic})
 		if err == nil && len(dead) != 1 {
 			err = fmt.Errorf("%d dead letters", len(dead))
 		}
 		return err
 	})
-	require.True(t, strings.HasPrefix(dead[0].Error, outbox.ReasonTooLarge+": "), dead[0].Error)
+	require.True(t, strings.HasPrefix(dead[0].Error, relay.ReasonTooLarge+": "), dead[0].Error)
 	testbed.SetMaxMessageBytes(t, b.brokers, contract.Topic, "1048588")
 	publish(p.envelope(contract.StatusCancelled, 2))
 	testbed.Eventually(t, func() error {
-		s, err := outbox.ReadStatus(ctx, b.db.SQL, contract.Topic)
+		s, err := relay.ReadStatus(ctx, b.db.SQL, contract.Topic)
 		if err == nil && (s.Held.Records != 1 || s.Backlog != 0) {
 			err = fmt.Errorf("%d records held, %d in the backlog", s.Held.Records, s.Backlog)
 		}
@@ -76,7 +78,7 @@ func TestADeadLetteredEventHoldsItsPurchaseSoTheProjectionSeesItInOrder(t *testi
 	})
 	require.Equal(t, 2.0, b.counter(t, "pin_consumer_consumed_total"), "the cancellation waits behind the activation")
 
-	_, err = outbox.ReplayDeadLetters(ctx, b.db.SQL, []int64{dead[0].ID})
+	_, err = deadletters.Replay(ctx, b.db.SQL, []int64{dead[0].ID})
 	require.NoError(t, err)
 	b.waitConsumed(t, 4)
 	require.Zero(t, b.counter(t, "pin_consumer_stale_total"), "the activation came first, then the cancellation")

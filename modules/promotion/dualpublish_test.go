@@ -19,6 +19,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -99,10 +100,10 @@ func TestDualPublishWritesEveryTransitionToBothTopics(t *testing.T) {
 	// The second topic's outbox table, as `pin migrate up` makes it.
 	require.NoError(t, outbox.EnsureTopics(context.Background(), b.db.SQL, v2Topic))
 	brokers := testbed.NewKafka(t, topics...)
-	relay, err := outbox.NewRelay(b.db.SQL, outbox.RelayConfig{Brokers: brokers, Topics: topics, PollInterval: 20 * time.Millisecond},
+	outboxRelay, err := relay.New(b.db.SQL, relay.Config{Brokers: brokers, Topics: topics, PollInterval: 20 * time.Millisecond},
 		slog.New(slog.DiscardHandler), prometheus.NewRegistry(), noop.NewTracerProvider())
 	require.NoError(t, err)
-	testbed.StartRunner(t, relay)
+	testbed.StartRunner(t, outboxRelay)
 
 	// Purchases bought and half of them cancelled concurrently, the other
 	// half expired by one batch of the job.

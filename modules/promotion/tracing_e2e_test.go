@@ -26,7 +26,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/httpserver"
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -70,11 +70,11 @@ func newTracedBundle(tb testing.TB, forward bool) *tracedBundle {
 	}
 
 	b.brokers = testbed.NewKafka(tb, contract.Topic)
-	relay, err := outbox.NewRelay(b.db.SQL, outbox.RelayConfig{
+	outboxRelay, err := relay.New(b.db.SQL, relay.Config{
 		Brokers: b.brokers, Topics: []string{contract.Topic}, PollInterval: 20 * time.Millisecond,
 	}, slog.New(slog.DiscardHandler), reg, tp)
 	require.NoError(tb, err)
-	testbed.StartRunner(tb, relay)
+	testbed.StartRunner(tb, outboxRelay)
 	b.consumer, err = kgo.NewClient(
 		kgo.SeedBrokers(b.brokers...),
 		kgo.ConsumeTopics(contract.Topic),

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pinmarket/pin/platform/config"
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -130,7 +130,7 @@ func (r *benchRig) startRelay(b testing.TB) {
 	b.Helper()
 	// The production defaults, as pin serve runs with PIN_OUTBOX_* unset.
 	r.relayOnce.Do(func() {
-		r.testBundle.startRelay(b, outbox.RelayConfig{Brokers: r.brokers, PollInterval: config.Defaults().OutboxPollInterval}, nil)
+		r.testBundle.startRelay(b, relay.Config{Brokers: r.brokers, PollInterval: config.Defaults().OutboxPollInterval}, nil)
 	})
 }
 

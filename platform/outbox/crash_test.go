@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -47,7 +47,7 @@ func TestRelayChildProcess(t *testing.T) {
 	require.NoError(t, err)
 	db, err := gdb.DB()
 	require.NoError(t, err)
-	cfg := outbox.RelayConfig{
+	cfg := relay.Config{
 		Brokers:      strings.Split(os.Getenv(childBrokersEnv), ","),
 		Topics:       []string{topic},
 		PollInterval: 10 * time.Millisecond,
@@ -67,7 +67,7 @@ func TestRelayChildProcess(t *testing.T) {
 			sends.release()
 		}()
 	}
-	r, err := outbox.NewRelay(db, cfg, logger, prometheus.NewRegistry(), noop.NewTracerProvider())
+	r, err := relay.New(db, cfg, logger, prometheus.NewRegistry(), noop.NewTracerProvider())
 	require.NoError(t, err)
 	require.NoError(t, r.Run(ctx)) // until killed
 }
@@ -134,7 +134,7 @@ func TestSIGKILLOfTheActiveRelay(t *testing.T) {
 	c.until(t, 60) // the child is the active relay
 
 	standby := prometheus.NewRegistry()
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers, LockRetryInterval: time.Second}, standby)
+	b.startRelay(t, relay.Config{Brokers: brokers, LockRetryInterval: time.Second}, standby)
 	require.Zero(t, metricValue(t, standby, "pin_outbox_relay_active"), "the child holds the lock")
 
 	require.NoError(t, child.proc.Kill()) // SIGKILL: no cleanup, no last ack
@@ -181,7 +181,7 @@ func TestSIGSTOPOfTheActiveRelay(t *testing.T) {
 	b.publish(t, msgs[:keys]...)
 	waitFor(t, "the child to hold its first send", func() bool { return len(child.out.Records(t, holdingSend)) > 0 })
 	standby := prometheus.NewRegistry()
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers, LockRetryInterval: time.Second}, standby)
+	b.startRelay(t, relay.Config{Brokers: brokers, LockRetryInterval: time.Second}, standby)
 	require.Zero(t, metricValue(t, standby, "pin_outbox_relay_active"), "the child holds the lock")
 
 	require.NoError(t, child.proc.Signal(syscall.SIGSTOP))

@@ -9,6 +9,8 @@ import (
 
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/deadletters"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -23,7 +25,7 @@ func TestReplayedDeadLetterReachesKafkaWithItsMessageID(t *testing.T) {
 	brokers := testbed.NewKafka(t, topic)
 	small := kafka.ProducerConfig("pin-outbox-relay-small")
 	small.Producer.MaxMessageBytes = 64
-	stop := b.startRelay(t, outbox.RelayConfig{Brokers: brokers, Sarama: small}, nil)
+	stop := b.startRelay(t, relay.Config{Brokers: brokers, Sarama: small}, nil)
 
 	original := event("purchase-7", 1)
 	original.Payload = []byte(`{"seq":1,"padding":"` + strings.Repeat("x", 200) + `"}`)
@@ -32,7 +34,7 @@ func TestReplayedDeadLetterReachesKafkaWithItsMessageID(t *testing.T) {
 	waitFor(t, "the event to be dead-lettered", func() bool { n, _, dead := b.stats(t); return n == 0 && dead == 1 })
 	stop()
 
-	listed, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, outbox.ListFilter{Topic: topic})
+	listed, err := deadletters.List(b.ctx, b.db.SQL, deadletters.ListFilter{Topic: topic})
 	require.NoError(t, err)
 	require.Len(t, listed, 1)
 	d := listed[0]
@@ -42,25 +44,25 @@ func TestReplayedDeadLetterReachesKafkaWithItsMessageID(t *testing.T) {
 	require.True(t, strings.HasPrefix(d.Error, "too_large: "), d.Error)
 	require.JSONEq(t, string(original.Payload), string(d.Payload))
 	require.Contains(t, string(d.Metadata), `"partition_key":"purchase-7"`)
-	other, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, outbox.ListFilter{Topic: "another.topic"})
+	other, err := deadletters.List(b.ctx, b.db.SQL, deadletters.ListFilter{Topic: "another.topic"})
 	require.NoError(t, err)
 	require.Empty(t, other, "--topic filters")
 
-	replayed, err := outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{d.ID})
+	replayed, err := deadletters.Replay(b.ctx, b.db.SQL, []int64{d.ID})
 	require.NoError(t, err)
 	require.Len(t, replayed, 1)
-	require.Equal(t, outbox.ReplayedDeadLetter{ID: d.ID, Topic: topic, MessageID: original.UUID, NewOutboxOffset: replayed[0].NewOutboxOffset}, replayed[0])
+	require.Equal(t, deadletters.Replayed{ID: d.ID, Topic: topic, MessageID: original.UUID, NewOutboxOffset: replayed[0].NewOutboxOffset}, replayed[0])
 	require.Equal(t, d.OutboxOffset, replayed[0].NewOutboxOffset, "back at its own offset, before any record of its key that waited")
 	backlog, _, dead := b.stats(t)
 	require.EqualValues(t, 1, backlog, "back in the relay's queue")
 	require.EqualValues(t, 0, dead, "gone from the dead letters in the same transaction")
 
-	_, err = outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{d.ID})
-	require.ErrorIs(t, err, outbox.ErrDeadLetterNotFound, "a second replay of the same id")
+	_, err = deadletters.Replay(b.ctx, b.db.SQL, []int64{d.ID})
+	require.ErrorIs(t, err, deadletters.ErrNotFound, "a second replay of the same id")
 	backlog, _, _ = b.stats(t)
 	require.EqualValues(t, 1, backlog, "the second replay queued nothing")
 
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, nil)
+	b.startRelay(t, relay.Config{Brokers: brokers}, nil)
 	rec := newConsumer(t, brokers).until(t, 1)[0]
 	require.Equal(t, "purchase-7", string(rec.Key))
 	require.Equal(t, string(original.Payload), string(rec.Value))
@@ -84,16 +86,16 @@ func TestReplayIsAllOrNothingAndAllSkipsWhatCannotBeSent(t *testing.T) {
 	keyless := insertDeadLetter(t, b, "m-2", `{"partition_key":""}`)
 	third := insertDeadLetter(t, b, "m-3", `{"partition_key":"p-1"}`)
 
-	_, err := outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{first, 999999})
-	require.ErrorIs(t, err, outbox.ErrDeadLetterNotFound)
+	_, err := deadletters.Replay(b.ctx, b.db.SQL, []int64{first, 999999})
+	require.ErrorIs(t, err, deadletters.ErrNotFound)
 	require.Contains(t, err.Error(), "999999")
-	_, err = outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{first, keyless})
-	require.ErrorIs(t, err, outbox.ErrNotReplayable)
+	_, err = deadletters.Replay(b.ctx, b.db.SQL, []int64{first, keyless})
+	require.ErrorIs(t, err, deadletters.ErrNotReplayable)
 	backlog, _, dead := b.stats(t)
 	require.EqualValues(t, 0, backlog, "nothing queued")
 	require.EqualValues(t, 3, dead, "nothing removed")
 
-	replayed, failed, err := outbox.ReplayAllDeadLetters(b.ctx, b.db.SQL, topic)
+	replayed, failed, err := deadletters.ReplayAll(b.ctx, b.db.SQL, topic)
 	require.NoError(t, err)
 	require.Len(t, failed, 1)
 	require.Equal(t, keyless, failed[0].ID)
@@ -102,37 +104,37 @@ func TestReplayIsAllOrNothingAndAllSkipsWhatCannotBeSent(t *testing.T) {
 	require.Len(t, replayed, 2)
 	require.Equal(t, []int64{first, third}, []int64{replayed[0].ID, replayed[1].ID})
 	require.Less(t, replayed[0].NewOutboxOffset, replayed[1].NewOutboxOffset, "in the order they were dead-lettered")
-	left, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, outbox.ListFilter{})
+	left, err := deadletters.List(b.ctx, b.db.SQL, deadletters.ListFilter{})
 	require.NoError(t, err)
 	require.Len(t, left, 1)
 	require.Equal(t, keyless, left[0].ID)
 
-	again, failed, err := outbox.ReplayAllDeadLetters(b.ctx, b.db.SQL, "")
+	again, failed, err := deadletters.ReplayAll(b.ctx, b.db.SQL, "")
 	require.NoError(t, err)
 	require.Empty(t, again, "a second --all has nothing to replay")
 	require.Len(t, failed, 1, "but reports the one it cannot")
 
-	_, err = outbox.DiscardDeadLetters(b.ctx, b.db.SQL, []int64{keyless, first}, "no key")
-	require.ErrorIs(t, err, outbox.ErrDeadLetterNotFound, "first was replayed: all or nothing")
-	discarded, err := outbox.DiscardDeadLetters(b.ctx, b.db.SQL, []int64{keyless}, "no key: the event was never meant to go")
+	_, err = deadletters.Discard(b.ctx, b.db.SQL, []int64{keyless, first}, "no key")
+	require.ErrorIs(t, err, deadletters.ErrNotFound, "first was replayed: all or nothing")
+	discarded, err := deadletters.Discard(b.ctx, b.db.SQL, []int64{keyless}, "no key: the event was never meant to go")
 	require.NoError(t, err)
 	require.Len(t, discarded, 1)
 	require.Equal(t, "no key: the event was never meant to go", discarded[0].DiscardReason)
 	require.NotNil(t, discarded[0].DiscardedAt)
-	_, err = outbox.DiscardDeadLetters(b.ctx, b.db.SQL, []int64{keyless}, "again")
-	require.ErrorIs(t, err, outbox.ErrDeadLetterNotFound, "discarded once")
-	_, err = outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{keyless})
-	require.ErrorIs(t, err, outbox.ErrDeadLetterNotFound, "a discarded one is not replayed")
-	again, failed, err = outbox.ReplayAllDeadLetters(b.ctx, b.db.SQL, "")
+	_, err = deadletters.Discard(b.ctx, b.db.SQL, []int64{keyless}, "again")
+	require.ErrorIs(t, err, deadletters.ErrNotFound, "discarded once")
+	_, err = deadletters.Replay(b.ctx, b.db.SQL, []int64{keyless})
+	require.ErrorIs(t, err, deadletters.ErrNotFound, "a discarded one is not replayed")
+	again, failed, err = deadletters.ReplayAll(b.ctx, b.db.SQL, "")
 	require.NoError(t, err)
 	require.Empty(t, again)
 	require.Empty(t, failed, "--all leaves discarded ones alone")
 	_, _, dead = b.stats(t)
 	require.EqualValues(t, 0, dead, "the gauge counts waiting dead letters only")
-	left, err = outbox.ListDeadLetters(b.ctx, b.db.SQL, outbox.ListFilter{})
+	left, err = deadletters.List(b.ctx, b.db.SQL, deadletters.ListFilter{})
 	require.NoError(t, err)
 	require.Empty(t, left)
-	kept, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, outbox.ListFilter{Discarded: true})
+	kept, err := deadletters.List(b.ctx, b.db.SQL, deadletters.ListFilter{Discarded: true})
 	require.NoError(t, err)
 	require.Len(t, kept, 1)
 	require.Equal(t, keyless, kept[0].ID)
@@ -150,7 +152,7 @@ func TestConcurrentReplaysOfOneDeadLetterQueueItOnce(t *testing.T) {
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range errs {
-		wg.Go(func() { _, errs[i] = outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{id}) })
+		wg.Go(func() { _, errs[i] = deadletters.Replay(b.ctx, b.db.SQL, []int64{id}) })
 	}
 	wg.Wait()
 	succeeded := 0
@@ -158,7 +160,7 @@ func TestConcurrentReplaysOfOneDeadLetterQueueItOnce(t *testing.T) {
 		if err == nil {
 			succeeded++
 		} else {
-			require.ErrorIs(t, err, outbox.ErrDeadLetterNotFound)
+			require.ErrorIs(t, err, deadletters.ErrNotFound)
 		}
 	}
 	require.Equal(t, 1, succeeded)
@@ -195,7 +197,7 @@ func TestReplayOfADeadLetterWhoseOffsetIsAnothersTakesANewOne(t *testing.T) {
 		(topic, message_id, outbox_offset, payload, metadata, error, attempts)
 		VALUES ($1, 'legacy-1', $2, '{"seq":1}', '{"partition_key":"p-1"}', 'kafka: refused', 5) RETURNING id`, topic, offset).Scan(&id))
 
-	replayed, err := outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{id})
+	replayed, err := deadletters.Replay(b.ctx, b.db.SQL, []int64{id})
 	require.NoError(t, err)
 	require.Greater(t, replayed[0].NewOutboxOffset, offset, "a new row at the end")
 	var acked bool

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -52,7 +53,7 @@ func TestForwardSpanContinuesThePublicationTrace(t *testing.T) {
 	require.NoError(t, err)
 	insertRaw(t, b, poisonID, `{}`, string(meta))
 
-	b.startTracedRelay(t, outbox.RelayConfig{Brokers: brokers}, nil, tp)
+	b.startTracedRelay(t, relay.Config{Brokers: brokers}, nil, tp)
 	rec := newConsumer(t, brokers).until(t, 1)[0]
 	waitFor(t, "the poison row to be dead-lettered", func() bool { _, _, dead := b.stats(t); return dead == 1 })
 

@@ -8,7 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/deadletters"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -25,7 +26,7 @@ func TestADeadLetterHoldsItsKeyUntilReplayedOrDiscarded(t *testing.T) {
 	brokers := testbed.NewKafka(t, topic)
 	testbed.SetMaxMessageBytes(t, brokers, topic, "2048")
 	reg := prometheus.NewRegistry()
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, reg)
+	b.startRelay(t, relay.Config{Brokers: brokers}, reg)
 
 	b.publish(t, sized(t, "a", 3000), event("a", 2), event("b", 1), sized(t, "d", 3000), event("a", 3), event("d", 2), event("b", 2))
 	c := newConsumer(t, brokers)
@@ -38,10 +39,10 @@ func TestADeadLetterHoldsItsKeyUntilReplayedOrDiscarded(t *testing.T) {
 	// b's last record is on the topic before the relay acknowledges it: the
 	// backlog reaches zero once it has, and what waits behind a dead letter
 	// waits for an operator, not for the relay, so it never counts there.
-	var s outbox.TopicStatus
+	var s relay.TopicStatus
 	waitFor(t, "no backlog but the held records", func() bool {
 		var err error
-		s, err = outbox.ReadStatus(b.ctx, b.db.SQL, topic)
+		s, err = relay.ReadStatus(b.ctx, b.db.SQL, topic)
 		require.NoError(t, err)
 		return s.Backlog == 0
 	})
@@ -50,7 +51,7 @@ func TestADeadLetterHoldsItsKeyUntilReplayedOrDiscarded(t *testing.T) {
 	require.Equal(t, "a", s.Held.Oldest.Key)
 	require.Equal(t, 2.0, metricValue(t, reg, "pin_outbox_held_keys"))
 	require.Positive(t, metricValue(t, reg, "pin_outbox_oldest_held_key_age_seconds"))
-	listed, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, outbox.ListFilter{Topic: topic})
+	listed, err := deadletters.List(b.ctx, b.db.SQL, deadletters.ListFilter{Topic: topic})
 	require.NoError(t, err)
 	require.Len(t, listed, 2)
 	a, d := listed[0], listed[1]
@@ -62,10 +63,10 @@ func TestADeadLetterHoldsItsKeyUntilReplayedOrDiscarded(t *testing.T) {
 	require.EqualValues(t, 1, d.WaitingRecords)
 
 	testbed.SetMaxMessageBytes(t, brokers, topic, "1048588")
-	_, err = outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{a.ID})
+	_, err = deadletters.Replay(b.ctx, b.db.SQL, []int64{a.ID})
 	require.NoError(t, err)
 	c.until(t, 7)
-	_, err = outbox.DiscardDeadLetters(b.ctx, b.db.SQL, []int64{d.ID}, "test: d's first event is not wanted")
+	_, err = deadletters.Discard(b.ctx, b.db.SQL, []int64{d.ID}, "test: d's first event is not wanted")
 	require.NoError(t, err)
 	c.until(t, 8)
 	require.Equal(t, map[string][]int{"a": {1, 2, 3, 4}, "b": {1, 2, 3}, "d": {2}}, seqsByKey(t, c.records))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -72,13 +73,13 @@ func (b testBundle) tryPublish(msgs ...*message.Message) error {
 }
 
 // startRelay runs a relay until the test ends (or stop is called).
-func (b testBundle) startRelay(tb testing.TB, cfg outbox.RelayConfig, reg prometheus.Registerer) (stop func()) {
+func (b testBundle) startRelay(tb testing.TB, cfg relay.Config, reg prometheus.Registerer) (stop func()) {
 	tb.Helper()
 	return b.startTracedRelay(tb, cfg, reg, noop.NewTracerProvider())
 }
 
 // startTracedRelay is startRelay with the tracer provider tp.
-func (b testBundle) startTracedRelay(tb testing.TB, cfg outbox.RelayConfig, reg prometheus.Registerer, tp trace.TracerProvider) (stop func()) {
+func (b testBundle) startTracedRelay(tb testing.TB, cfg relay.Config, reg prometheus.Registerer, tp trace.TracerProvider) (stop func()) {
 	tb.Helper()
 	if cfg.Topics == nil {
 		cfg.Topics = []string{topic}
@@ -92,7 +93,7 @@ func (b testBundle) startTracedRelay(tb testing.TB, cfg outbox.RelayConfig, reg 
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	r, err := outbox.NewRelay(b.db.SQL, cfg, b.logger, reg, tp)
+	r, err := relay.New(b.db.SQL, cfg, b.logger, reg, tp)
 	require.NoError(tb, err)
 	require.Equal(tb, "outbox-relay", r.Name())
 	return testbed.StartRunner(tb, r)
@@ -185,7 +186,7 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 
 func (b testBundle) stats(tb testing.TB) (backlog int64, age time.Duration, dead int64) {
 	tb.Helper()
-	backlog, age, dead, err := outbox.Stats(b.ctx, b.db.SQL, topic)
+	backlog, age, dead, err := relay.Stats(b.ctx, b.db.SQL, topic)
 	require.NoError(tb, err)
 	return backlog, age, dead
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/platform/kafka"
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -25,7 +25,7 @@ func TestKcatReadsTheForwardedRecord(t *testing.T) {
 	kcat := testbed.Tool(t, "kcat", "Debian: apt-get install -y kcat")
 	b := setup(t)
 	brokers := testbed.NewKafka(t, topic)
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, nil)
+	b.startRelay(t, relay.Config{Brokers: brokers}, nil)
 
 	purchaseID := uuid.NewString()
 	msg := event(purchaseID, 1)

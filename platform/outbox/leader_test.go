@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pinmarket/pin/platform/kafka"
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -57,10 +57,10 @@ func TestAnExLeaderAcknowledgesNothing(t *testing.T) {
 	brokers := testbed.NewKafka(t, topic)
 	sends := newHeldSends()
 	exLeader, standby := prometheus.NewRegistry(), prometheus.NewRegistry()
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers, Sarama: sends.sarama()}, exLeader)
+	b.startRelay(t, relay.Config{Brokers: brokers, Sarama: sends.sarama()}, exLeader)
 	t.Cleanup(sends.release) // before the relay's stop: a failed test must not hang
 	waitFor(t, "the first relay to lead", func() bool { return metricValue(t, exLeader, "pin_outbox_relay_active") == 1 })
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, standby)
+	b.startRelay(t, relay.Config{Brokers: brokers}, standby)
 
 	var msgs []*message.Message
 	for seq := 1; seq <= 3; seq++ {
@@ -106,10 +106,10 @@ func TestASlowBrokerKeepsTheLead(t *testing.T) {
 	const sessionTimeout = 2 * time.Second
 	sends := newHeldSends()
 	leader, standby := prometheus.NewRegistry(), prometheus.NewRegistry()
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers, Sarama: sends.sarama(), SessionTimeout: sessionTimeout}, leader)
+	b.startRelay(t, relay.Config{Brokers: brokers, Sarama: sends.sarama(), SessionTimeout: sessionTimeout}, leader)
 	t.Cleanup(sends.release) // before the relay's stop: a failed test must not hang
 	waitFor(t, "the first relay to lead", func() bool { return metricValue(t, leader, "pin_outbox_relay_active") == 1 })
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers, SessionTimeout: sessionTimeout}, standby)
+	b.startRelay(t, relay.Config{Brokers: brokers, SessionTimeout: sessionTimeout}, standby)
 
 	b.publish(t, event("purchase-1", 1), event("purchase-1", 2))
 	<-sends.held
@@ -134,14 +134,14 @@ func TestRelayRefusesSessionTimeoutsItCannotKeep(t *testing.T) {
 	t.Parallel()
 	db := setup(t).db.SQL
 	for _, tc := range []struct {
-		cfg  outbox.RelayConfig
+		cfg  relay.Config
 		want string
 	}{
-		{outbox.RelayConfig{LockRetryInterval: 5 * time.Second}, "LockRetryInterval 5s must be shorter than SessionTimeout 5s"},
-		{outbox.RelayConfig{SessionTimeout: 500 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond}, "SessionTimeout 500ms is below 1s"},
+		{relay.Config{LockRetryInterval: 5 * time.Second}, "LockRetryInterval 5s must be shorter than SessionTimeout 5s"},
+		{relay.Config{SessionTimeout: 500 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond}, "SessionTimeout 500ms is below 1s"},
 	} {
 		tc.cfg.Brokers, tc.cfg.Topics, tc.cfg.PollInterval = []string{"127.0.0.1:1"}, []string{topic}, time.Second
-		_, err := outbox.NewRelay(db, tc.cfg, testLogger(), prometheus.NewRegistry(), noop.NewTracerProvider())
+		_, err := relay.New(db, tc.cfg, testLogger(), prometheus.NewRegistry(), noop.NewTracerProvider())
 		require.ErrorContains(t, err, tc.want)
 	}
 }
@@ -151,7 +151,7 @@ func TestRelayRefusesSessionTimeoutsItCannotKeep(t *testing.T) {
 func TestRelayRequiresAPollInterval(t *testing.T) {
 	t.Parallel()
 	db := setup(t).db.SQL
-	_, err := outbox.NewRelay(db, outbox.RelayConfig{Brokers: []string{"127.0.0.1:1"}, Topics: []string{topic}},
+	_, err := relay.New(db, relay.Config{Brokers: []string{"127.0.0.1:1"}, Topics: []string{topic}},
 		testLogger(), prometheus.NewRegistry(), noop.NewTracerProvider())
 	require.ErrorContains(t, err, "no PollInterval (PIN_OUTBOX_POLL_INTERVAL)")
 }

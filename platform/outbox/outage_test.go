@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -42,7 +42,7 @@ func TestBrokerDownTenSecondsUnderTraffic(t *testing.T) {
 	})
 	brokers := cluster.ListenAddrs()
 	reg := prometheus.NewRegistry()
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, reg)
+	b.startRelay(t, relay.Config{Brokers: brokers}, reg)
 
 	var written atomic.Int64
 	stop := make(chan struct{})

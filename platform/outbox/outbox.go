@@ -1,18 +1,18 @@
-// Package outbox publishes integration events through a transactional
-// outbox: a use case inserts its events into the outbox table of their Kafka
-// topic inside its own database transaction (Publisher), and a background
-// runner (Relay) sends committed rows to Kafka, at least once and in order
-// per key, and marks each one acknowledged. One relay per topic is active at
-// a time, elected through a PostgreSQL advisory lock. Rows nobody can
-// publish end in a dead-letter table; acknowledged rows are deleted after a
-// retention period (RetentionCleaner). See docs/adr/0008-outbox-relay.md and
-// docs/event-pipeline.md.
+// Package outbox is the write API of the transactional outbox, the one room
+// of it a module imports: a use case stores its events inside its own
+// database transaction (Publisher.Prepare, whose value the module's own
+// statement passes to the SQL function outbox.publish, or Publisher.Write),
+// so an event is stored if and only if the change it describes commits.
 //
-// Rows live in outbox.messages, one table partitioned by topic (migration
-// 00012, docs/adr/0024-the-outbox-owns-its-table.md); every statement of
-// the relay and the dead-letter commands on it is in internal/store. They
-// are written only through outbox.publish (write.go) and sent by
-// watermill-kafka's publisher.
+// The outbox's other rooms change for other reasons and are the host's:
+// package relay sends committed rows to Kafka (one leader per topic, at
+// least once, in order per key), exports the metrics and keeps the
+// retention; package deadletters is the operators' (list, replay, discard).
+// Every statement on the outbox's tables is in internal/store. Rows live in
+// outbox.messages, one table partitioned by topic (migration 00012). See
+// docs/adr/0024-the-outbox-owns-its-table.md,
+// docs/adr/0025-a-module-hands-the-outbox-values.md,
+// docs/adr/0027-the-outbox-in-rooms.md and docs/event-pipeline.md.
 package outbox
 
 import (
@@ -48,8 +48,8 @@ func tableBase(topic string) string {
 	return nonTableChar.ReplaceAllString(strings.ToLower(topic), "_")
 }
 
-// checkTopic rejects a topic that cannot name an outbox table.
-func checkTopic(topic string) error {
+// CheckTopic rejects a topic that cannot name an outbox table.
+func CheckTopic(topic string) error {
 	if !validTopic.MatchString(topic) {
 		return fmt.Errorf("outbox: topic %q: only letters, digits, '.', '_' and '-' are allowed", topic)
 	}
@@ -66,7 +66,7 @@ func checkTopic(topic string) error {
 // with the topics the modules declare; the relay only checks (Run).
 func EnsureTopics(ctx context.Context, db *sql.DB, topics ...string) error {
 	for _, t := range topics {
-		if err := checkTopic(t); err != nil {
+		if err := CheckTopic(t); err != nil {
 			return err
 		}
 	}

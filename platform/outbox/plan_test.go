@@ -8,6 +8,7 @@ import (
 
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/outbox/internal/store"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -24,7 +25,7 @@ func TestRelayReadsTheOutboxAsItIsNow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	brokers := testbed.NewKafka(t, topic)
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, nil)
+	b.startRelay(t, relay.Config{Brokers: brokers}, nil)
 
 	// The relay reads, and acknowledges, while the outbox is nearly empty.
 	b.publish(t, event("k", 1))

@@ -4,11 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace/noop"
-
-	"github.com/pinmarket/pin/platform/outbox"
 )
 
 // TestRelayExportsItsMetricsFromTheStart checks that the publish counters
@@ -19,7 +18,7 @@ func TestRelayExportsItsMetricsFromTheStart(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	reg := prometheus.NewRegistry()
-	_, err := outbox.NewRelay(b.db.SQL, outbox.RelayConfig{Brokers: []string{"127.0.0.1:1"}, Topics: []string{topic}, PollInterval: time.Second},
+	_, err := relay.New(b.db.SQL, relay.Config{Brokers: []string{"127.0.0.1:1"}, Topics: []string{topic}, PollInterval: time.Second},
 		b.logger, reg, noop.NewTracerProvider())
 	require.NoError(t, err)
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -31,7 +32,7 @@ func TestRelayEndToEnd(t *testing.T) {
 	pub, err := outbox.NewPublisher(tp)
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, reg)
+	b.startRelay(t, relay.Config{Brokers: brokers}, reg)
 
 	purchaseID := uuid.NewString()
 	msg := event(purchaseID, 1)
@@ -71,7 +72,7 @@ func TestRelayKeepsOrderPerKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	brokers := testbed.NewKafka(t, topic)
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers, BatchSize: 7}, nil)
+	b.startRelay(t, relay.Config{Brokers: brokers, BatchSize: 7}, nil)
 
 	const keys, perKey = 12, 25
 	var wg sync.WaitGroup
@@ -103,7 +104,7 @@ func TestRelayWaitsForBrokerAndResumesInOrder(t *testing.T) {
 	port := testbed.FreePort(t)
 	brokers := []string{fmt.Sprintf("127.0.0.1:%d", port)}
 	reg := prometheus.NewRegistry()
-	b.startRelay(t, outbox.RelayConfig{
+	b.startRelay(t, relay.Config{
 		Brokers: brokers, ReconnectBackoff: 50 * time.Millisecond, MaxReconnectBackoff: 300 * time.Millisecond,
 	}, reg)
 
@@ -176,7 +177,7 @@ func TestPoisonMessageIsDeadLetteredAndTheNextOneFlows(t *testing.T) {
 	good2 := event("purchase-1", 3)
 	b.publish(t, good2)
 
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, reg)
+	b.startRelay(t, relay.Config{Brokers: brokers}, reg)
 
 	records := newConsumer(t, brokers).until(t, 2)
 	require.Equal(t, good1.UUID, headers(records[0])["message_id"])
@@ -242,7 +243,7 @@ func TestRelayServesSeveralTopics(t *testing.T) {
 	require.NoError(t, outbox.EnsureTopics(b.ctx, b.db.SQL, other))
 
 	brokers := testbed.NewKafka(t, topic, other)
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers, Topics: []string{topic, other}}, nil)
+	b.startRelay(t, relay.Config{Brokers: brokers, Topics: []string{topic, other}}, nil)
 	a, o := event("p", 1), event("p", 1)
 	require.NoError(t, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
 		if err := publish(b.ctx, b.pub, tx, topic, a); err != nil {
@@ -277,7 +278,7 @@ func TestStopWithABacklogEndsAfterTheRoundInFlight(t *testing.T) {
 		msgs[i] = event(uuid.NewString(), 1)
 	}
 	b.publish(t, msgs...)
-	stop := b.startRelay(t, outbox.RelayConfig{Brokers: brokers, BatchSize: batch}, nil)
+	stop := b.startRelay(t, relay.Config{Brokers: brokers, BatchSize: batch}, nil)
 	waitFor(t, "the first round to be acknowledged", func() bool { n, _, _ := b.stats(t); return n < total })
 	stop()
 

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -41,7 +41,7 @@ func TestRetentionDeletesOnlyOldForwardedRows(t *testing.T) {
 	}
 	recent := event("p", 6)
 	b.publish(t, recent)
-	stop := b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, nil)
+	stop := b.startRelay(t, relay.Config{Brokers: brokers}, nil)
 	newConsumer(t, brokers).until(t, 6)
 	waitFor(t, "backlog to drain", func() bool { n, _, _ := b.stats(t); return n == 0 })
 	stop()
@@ -53,7 +53,7 @@ func TestRetentionDeletesOnlyOldForwardedRows(t *testing.T) {
 		b.backdate(t, id, retention+time.Hour)
 	}
 
-	cleaner, err := outbox.NewRetentionCleaner(b.db.SQL, outbox.RetentionConfig{
+	cleaner, err := relay.NewRetentionCleaner(b.db.SQL, relay.RetentionConfig{
 		Topics: []string{topic}, Retention: retention, BatchSize: 2,
 	}, b.logger)
 	require.NoError(t, err)
@@ -73,8 +73,8 @@ func TestMetricsReportBacklogAgeAndDeadLetters(t *testing.T) {
 	b := setup(t)
 	brokers := testbed.NewKafka(t, topic)
 	reg := prometheus.NewRegistry()
-	require.NoError(t, outbox.RegisterMetrics(b.db.SQL, reg, outbox.MetricsConfig{Topics: []string{topic}}))
-	require.NoError(t, outbox.RegisterMetrics(b.db.SQL, reg, outbox.MetricsConfig{Topics: []string{topic}}), "idempotent")
+	require.NoError(t, relay.RegisterMetrics(b.db.SQL, reg, relay.MetricsConfig{Topics: []string{topic}}))
+	require.NoError(t, relay.RegisterMetrics(b.db.SQL, reg, relay.MetricsConfig{Topics: []string{topic}}), "idempotent")
 
 	require.Zero(t, metricValue(t, reg, "pin_outbox_backlog_messages"))
 	require.Zero(t, metricValue(t, reg, "pin_outbox_oldest_message_age_seconds"))
@@ -87,7 +87,7 @@ func TestMetricsReportBacklogAgeAndDeadLetters(t *testing.T) {
 	require.InDelta(t, 90, age, 30)
 
 	// The relay registers the same collectors on the same registry.
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, reg)
+	b.startRelay(t, relay.Config{Brokers: brokers}, reg)
 	newConsumer(t, brokers).until(t, 3)
 	waitFor(t, "backlog gauge to drop", func() bool {
 		return metricValue(t, reg, "pin_outbox_backlog_messages") == 0

@@ -10,6 +10,8 @@ import (
 
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/deadletters"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -27,7 +29,7 @@ func TestRunbookReplaysADeadLetter(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	brokers := testbed.NewKafka(t, topic)
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, nil)
+	b.startRelay(t, relay.Config{Brokers: brokers}, nil)
 
 	// The runbook takes the key from the event's aggregateId.
 	const purchaseID = "01a22af3-4279-7bd5-b202-7b2215989db8"
@@ -60,7 +62,7 @@ func TestRunbookReplaysADeadLetter(t *testing.T) {
 	require.NoError(t, err, script)
 	_, err = conn.ExecContext(b.ctx, `RESET TimeZone`)
 	require.NoError(t, err)
-	_, err = outbox.ReplayDeadLetters(b.ctx, b.db.SQL, []int64{id})
+	_, err = deadletters.Replay(b.ctx, b.db.SQL, []int64{id})
 	require.NoError(t, err)
 
 	replayed := c.until(t, 2)[1]

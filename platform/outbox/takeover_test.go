@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -44,23 +44,23 @@ func TestThreeRelaysTakeOverUnderTraffic(t *testing.T) {
 	require.NoError(t, err)
 
 	// Each relay has a pool of its own, as each instance of pin serve does.
-	type relay struct {
+	type instance struct {
 		reg  *prometheus.Registry
 		pool *sql.DB
 		stop func()
 	}
-	start := func() relay {
+	start := func() instance {
 		pool, err := sql.Open("pgx", b.db.URL)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = pool.Close() })
 		reg := prometheus.NewRegistry()
-		r, err := outbox.NewRelay(pool, outbox.RelayConfig{
+		r, err := relay.New(pool, relay.Config{
 			Brokers: brokers, Topics: []string{topic}, PollInterval: 20 * time.Millisecond, LockRetryInterval: time.Second,
 		}, b.logger, reg, noop.NewTracerProvider())
 		require.NoError(t, err)
-		return relay{reg: reg, pool: pool, stop: testbed.StartRunner(t, r)}
+		return instance{reg: reg, pool: pool, stop: testbed.StartRunner(t, r)}
 	}
-	relays := []relay{start(), start(), start()}
+	relays := []instance{start(), start(), start()}
 	active := func() int {
 		n, idx := 0, -1
 		for i, r := range relays {

@@ -14,6 +14,8 @@ import (
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/deadletters"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -63,7 +65,7 @@ func TestPublishRefusesAnEventNoBrokerTakes(t *testing.T) {
 	b.publish(t, largest)
 
 	brokers := testbed.NewKafka(t, topic)
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, nil)
+	b.startRelay(t, relay.Config{Brokers: brokers}, nil)
 	rec := newConsumer(t, brokers).until(t, 1)[0]
 	require.Equal(t, largest.UUID, headers(rec)["message_id"])
 	require.Len(t, rec.Value, len(largest.Payload))
@@ -86,7 +88,7 @@ func TestOversizedRowsHoldNoOtherKey(t *testing.T) {
 	rig := newBenchRig(t)
 	reg := prometheus.NewRegistry()
 	rig.relayOnce.Do(func() {
-		rig.testBundle.startRelay(t, outbox.RelayConfig{Brokers: rig.brokers, PollInterval: config.Defaults().OutboxPollInterval}, reg)
+		rig.testBundle.startRelay(t, relay.Config{Brokers: rig.brokers, PollInterval: config.Defaults().OutboxPollInterval}, reg)
 	})
 	inserted := make(chan error, 1)
 	timer := time.AfterFunc(time.Second, func() {
@@ -143,7 +145,7 @@ func TestBrokerRefusalDeadLettersTheRecordNotItsBatchMates(t *testing.T) {
 	}
 	b.publish(t, append([]*message.Message{big}, small...)...)
 	reg := prometheus.NewRegistry()
-	b.startRelay(t, outbox.RelayConfig{Brokers: brokers}, reg)
+	b.startRelay(t, relay.Config{Brokers: brokers}, reg)
 
 	records := newConsumer(t, brokers).until(t, len(small))
 	waitFor(t, "the backlog to drain", func() bool { n, _, _ := b.stats(t); return n == 0 })
@@ -155,7 +157,7 @@ func TestBrokerRefusalDeadLettersTheRecordNotItsBatchMates(t *testing.T) {
 		require.True(t, got[m.UUID], "small event %s arrived", m.UUID)
 	}
 	require.False(t, got[big.UUID])
-	listed, err := outbox.ListDeadLetters(b.ctx, b.db.SQL, outbox.ListFilter{Topic: topic})
+	listed, err := deadletters.List(b.ctx, b.db.SQL, deadletters.ListFilter{Topic: topic})
 	require.NoError(t, err)
 	require.Len(t, listed, 1, "only the big one")
 	require.Equal(t, big.UUID, listed[0].MessageID)

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -98,13 +99,13 @@ func TestCreateTopicIsIdempotentAndRefusesBadTopics(t *testing.T) {
 func TestARelayForATopicWithNoTableFailsAtStart(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	relay, err := outbox.NewRelay(b.db.SQL, outbox.RelayConfig{
+	outboxRelay, err := relay.New(b.db.SQL, relay.Config{
 		Brokers: []string{"127.0.0.1:1"}, Topics: []string{topic, "pin.test.unmade.v1"}, PollInterval: testbed.ForwardDeadline,
 	}, b.logger, prometheus.NewRegistry(), noop.NewTracerProvider())
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(b.ctx, testbed.ForwardDeadline)
 	defer cancel()
-	err = relay.Run(ctx)
+	err = outboxRelay.Run(ctx)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "pin.test.unmade.v1")
 	require.Contains(t, err.Error(), "pin migrate up")

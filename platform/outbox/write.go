@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pinmarket/pin/platform/kafka"
@@ -57,7 +58,11 @@ func (p *Prepared) Events() []string { return p.events }
 // the statement that ran outbox.publish (nil when it succeeded).
 func (p *Prepared) End(err error) {
 	for _, s := range p.spans {
-		endSpan(s, err, "outbox publish failed")
+		if err != nil {
+			s.RecordError(err)
+			s.SetStatus(codes.Error, "outbox publish failed")
+		}
+		s.End()
 	}
 	p.spans = nil
 }
@@ -98,7 +103,7 @@ func (p *Publisher) prepare(ctx context.Context, events []Event) (*Prepared, err
 	var topics []string
 	byTopic := map[string][]*message.Message{}
 	for _, e := range events {
-		if err := checkTopic(e.Topic); err != nil {
+		if err := CheckTopic(e.Topic); err != nil {
 			return nil, err
 		}
 		if _, seen := byTopic[e.Topic]; !seen {

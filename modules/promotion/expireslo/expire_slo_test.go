@@ -31,7 +31,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/host"
-	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -97,10 +97,10 @@ func TestExpiredEventReachesKafkaWithinOneInterval(t *testing.T) {
 			DB: gdb, Outbox: promotiontest.Publisher(t, nil), Logger: slog.New(slog.DiscardHandler),
 		})
 		require.NoError(t, err)
-		relay, err := outbox.NewRelay(sqlDB, outbox.RelayConfig{Brokers: brokers, Topics: module.OutboxTopics(), PollInterval: relayGap},
+		outboxRelay, err := relay.New(sqlDB, relay.Config{Brokers: brokers, Topics: module.OutboxTopics(), PollInterval: relayGap},
 			slog.New(slog.DiscardHandler), prometheus.NewRegistry(), noop.NewTracerProvider())
 		require.NoError(t, err)
-		testbed.StartRunner(t, relay)
+		testbed.StartRunner(t, outboxRelay)
 		testbed.StartRunner(t, moduleRunner(t, module, ports.ExpireRunnerName))
 
 		// What the topic holds just before each EndsAt, and at EndsAt + bound.
@@ -125,8 +125,8 @@ func TestExpiredEventReachesKafkaWithinOneInterval(t *testing.T) {
 			}
 			require.NotNil(t, expired, "%s: no Expired event on Kafka by EndsAt + %s (EndsAt at %s of the runner's grid)",
 				c.p.phase, bound, c.p.endsAt.Sub(start))
-			// Sarama stamps a record when the relay hands it over: the bubble's time.
-			t.Logf("%s: EndsAt -> sent %s (interval %s, relay poll %s)", c.p.phase, expired.Timestamp.Sub(c.p.endsAt), interval, relayGap)
+			// Sarama stamps a record when the outboxRelay hands it over: the bubble's time.
+			t.Logf("%s: EndsAt -> sent %s (interval %s, outboxRelay poll %s)", c.p.phase, expired.Timestamp.Sub(c.p.endsAt), interval, relayGap)
 		}
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -304,4 +305,13 @@ func CheckTopics(ctx context.Context, q Querier, topics []string) error {
 		return fmt.Errorf("outbox: topic %s: %w", strings.Join(missing, ", "), ErrNoTopicTable)
 	}
 	return nil
+}
+
+// OutboxRow names a row of a topic's outbox, as status and the dead-letter
+// list show it.
+type OutboxRow struct {
+	Offset     int64     `json:"offset"`
+	MessageID  string    `json:"messageId"`
+	CreatedAt  time.Time `json:"createdAt"`
+	AgeSeconds float64   `json:"ageSeconds"`
 }

@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/outbox"
 )
 
 // Producing a claimed batch: in waves that keep each key's order, every
@@ -126,7 +127,7 @@ func deadReason(row outboxRow, err error) string {
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, ErrMessageTooLarge), errors.As(err, &cfgErr):
+	case errors.Is(err, outbox.ErrMessageTooLarge), errors.As(err, &cfgErr):
 		return ReasonTooLarge
 	case row.bad != nil, errors.Is(err, kafka.ErrNoPartitionKey), errors.Is(err, kafka.ErrNoMessageID):
 		return ReasonInvalid

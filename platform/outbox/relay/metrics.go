@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pinmarket/pin/platform/observability"
+	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
 
@@ -87,13 +88,13 @@ type MetricsConfig struct {
 // The backlog and its age count only the rows the relay may send: a held
 // row waits for an operator, not for the relay.
 //
-// NewRelay calls it; calling it again with the same registry is a no-op.
+// New calls it; calling it again with the same registry is a no-op.
 func RegisterMetrics(db *sql.DB, reg prometheus.Registerer, cfg MetricsConfig) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	for _, t := range cfg.Topics {
-		if err := checkTopic(t); err != nil {
+		if err := outbox.CheckTopic(t); err != nil {
 			return err
 		}
 	}
@@ -161,7 +162,7 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 // letter), the age of the oldest of them, and the number of dead letters
 // waiting (not discarded).
 func Stats(ctx context.Context, db *sql.DB, topic string) (backlog int64, oldest time.Duration, deadLetters int64, err error) {
-	if err := checkTopic(topic); err != nil {
+	if err := outbox.CheckTopic(topic); err != nil {
 		return 0, 0, 0, err
 	}
 	var ageSeconds float64

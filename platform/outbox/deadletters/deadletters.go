@@ -1,4 +1,4 @@
-package outbox
+package deadletters
 
 import (
 	"cmp"
@@ -30,7 +30,7 @@ type DeadLetter struct {
 	Payload        json.RawMessage `json:"payload"`
 	Metadata       json.RawMessage `json:"metadata"`
 	// DiscardedAt and DiscardReason are set on a discarded dead letter
-	// (DiscardDeadLetters): kept for the record, never replayed.
+	// (Discard): kept for the record, never replayed.
 	DiscardedAt   *time.Time `json:"discardedAt,omitempty"`
 	DiscardReason string     `json:"discardReason,omitempty"`
 	// Key is the event's Kafka key: while the dead letter waits, the relay
@@ -46,7 +46,7 @@ type DeadLetter struct {
 	FirstWaiting   []OutboxRow `json:"firstWaiting,omitempty"`
 }
 
-// ListFilter says which dead letters ListDeadLetters returns.
+// ListFilter says which dead letters List returns.
 type ListFilter struct {
 	// Topic keeps those of one Kafka topic; all topics when empty.
 	Topic string
@@ -56,7 +56,7 @@ type ListFilter struct {
 	Discarded bool
 }
 
-// FailedReplay is a dead letter ReplayAllDeadLetters could not replay, and
+// FailedReplay is a dead letter ReplayAll could not replay, and
 // why; it stays where it was.
 type FailedReplay struct {
 	ID        int64  `json:"id"`
@@ -65,28 +65,31 @@ type FailedReplay struct {
 	Reason    string `json:"reason"`
 }
 
-// ReplayedDeadLetter says where a replayed dead letter went: back into its
+// Replayed says where a replayed dead letter went: back into its
 // topic's outbox table, at its own offset when it can, so that the relay
 // sends it before the records of its key that waited behind it.
-type ReplayedDeadLetter struct {
+type Replayed struct {
 	ID              int64  `json:"id"`
 	Topic           string `json:"topic"`
 	MessageID       string `json:"messageId"`
 	NewOutboxOffset int64  `json:"newOutboxOffset"`
 }
 
-// ErrDeadLetterNotFound is wrapped by ReplayDeadLetters when a named dead
-// letter does not exist (never did, or was replayed already).
-var ErrDeadLetterNotFound = errors.New("no such dead letter")
+// OutboxRow names a row of a topic's outbox that waits behind a dead letter.
+type OutboxRow = store.OutboxRow
 
-// ErrNotReplayable is wrapped by ReplayDeadLetters when a named dead letter
+// ErrNotFound is wrapped by Replay when a named dead
+// letter does not exist (never did, or was replayed already).
+var ErrNotFound = errors.New("no such dead letter")
+
+// ErrNotReplayable is wrapped by Replay when a named dead letter
 // lacks what the relay needs to send it with its original identity: an
 // event, a message id and a Kafka key (partition_key metadata).
 var ErrNotReplayable = errors.New("dead letter cannot be replayed")
 
-// ListDeadLetters returns the dead letters f selects, oldest first; a
+// List returns the dead letters f selects, oldest first; a
 // waiting one says which records of its key wait behind it.
-func ListDeadLetters(ctx context.Context, db *sql.DB, f ListFilter) ([]DeadLetter, error) {
+func List(ctx context.Context, db *sql.DB, f ListFilter) ([]DeadLetter, error) {
 	rows, err := store.ListDeadLetters(ctx, db, f.Topic, f.Discarded, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
@@ -103,12 +106,12 @@ func ListDeadLetters(ctx context.Context, db *sql.DB, f ListFilter) ([]DeadLette
 	return out, nil
 }
 
-// DiscardDeadLetters marks the named dead letters discarded, with reason,
+// Discard marks the named dead letters discarded, with reason,
 // in one transaction, and returns them: they leave the list, the counts and
 // every replay, and stay for `list --discarded`. It is all or nothing: when
 // one of ids does not exist or is not waiting (replayed or discarded
-// already), nothing changes (ErrDeadLetterNotFound).
-func DiscardDeadLetters(ctx context.Context, db *sql.DB, ids []int64, reason string) ([]DeadLetter, error) {
+// already), nothing changes (ErrNotFound).
+func Discard(ctx context.Context, db *sql.DB, ids []int64, reason string) ([]DeadLetter, error) {
 	if len(ids) == 0 || strings.TrimSpace(reason) == "" {
 		return nil, errors.New("outbox: discard dead letters: ids and a reason are required")
 	}
@@ -123,7 +126,7 @@ func DiscardDeadLetters(ctx context.Context, db *sql.DB, ids []int64, reason str
 			return err
 		}
 		if missing := postgres.Missing(ids, out, func(d DeadLetter) int64 { return d.ID }); len(missing) > 0 {
-			return fmt.Errorf("%w: %s (never existed, or already replayed or discarded)", ErrDeadLetterNotFound, strings.Join(missing, ", "))
+			return fmt.Errorf("%w: %s (never existed, or already replayed or discarded)", ErrNotFound, strings.Join(missing, ", "))
 		}
 		return nil
 	})
@@ -134,31 +137,31 @@ func DiscardDeadLetters(ctx context.Context, db *sql.DB, ids []int64, reason str
 	return out, nil
 }
 
-// ReplayDeadLetters puts the named dead letters back into their topics'
+// Replay puts the named dead letters back into their topics'
 // outbox tables, with their original message id, key and headers, and
 // deletes them, in one transaction. It is all or nothing: when one of ids
-// does not exist or was discarded (ErrDeadLetterNotFound; a second replay
+// does not exist or was discarded (ErrNotFound; a second replay
 // of the same id is that case) or cannot be replayed (ErrNotReplayable),
 // nothing changes.
-func ReplayDeadLetters(ctx context.Context, db *sql.DB, ids []int64) ([]ReplayedDeadLetter, error) {
+func Replay(ctx context.Context, db *sql.DB, ids []int64) ([]Replayed, error) {
 	if len(ids) == 0 {
 		return nil, errors.New("outbox: replay dead letters: no ids")
 	}
 	return replay(ctx, db, ids, func(found []DeadLetter) error {
 		if missing := postgres.Missing(ids, found, func(d DeadLetter) int64 { return d.ID }); len(missing) > 0 {
-			return fmt.Errorf("%w: %s (never existed, or already replayed or discarded)", ErrDeadLetterNotFound, strings.Join(missing, ", "))
+			return fmt.Errorf("%w: %s (never existed, or already replayed or discarded)", ErrNotFound, strings.Join(missing, ", "))
 		}
 		return nil
 	})
 }
 
-// ReplayAllDeadLetters replays every waiting dead letter of topic (all
+// ReplayAll replays every waiting dead letter of topic (all
 // topics when empty), each in a transaction of its own, in id order: one
 // that cannot be replayed is returned in failed with the reason and stays,
 // and the others are replayed all the same. Run again, it finds only those
 // that failed. err is set only when the dead letters could not be read.
-func ReplayAllDeadLetters(ctx context.Context, db *sql.DB, topic string) (replayed []ReplayedDeadLetter, failed []FailedReplay, err error) {
-	waitingOnes, err := ListDeadLetters(ctx, db, ListFilter{Topic: topic})
+func ReplayAll(ctx context.Context, db *sql.DB, topic string) (replayed []Replayed, failed []FailedReplay, err error) {
+	waitingOnes, err := List(ctx, db, ListFilter{Topic: topic})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -178,8 +181,8 @@ func ReplayAllDeadLetters(ctx context.Context, db *sql.DB, topic string) (replay
 // order, which is the order they were dead-lettered.
 // FOR UPDATE makes a concurrent replay of the same rows wait, then find them
 // gone: a dead letter is replayed once. check may refuse what was found.
-func replay(ctx context.Context, db *sql.DB, ids []int64, check func([]DeadLetter) error) ([]ReplayedDeadLetter, error) {
-	var out []ReplayedDeadLetter
+func replay(ctx context.Context, db *sql.DB, ids []int64, check func([]DeadLetter) error) ([]Replayed, error) {
+	var out []Replayed
 	err := postgres.InSQLTx(ctx, db, "outbox: replay dead letters", func(tx *sql.Tx) error {
 		rows, err := store.LockDeadLetters(ctx, tx, ids)
 		if err != nil {
@@ -213,9 +216,9 @@ func replay(ctx context.Context, db *sql.DB, ids []int64, check func([]DeadLette
 				ErrNotReplayable, strings.Join(unreplayable, ", "))
 		}
 
-		out = make([]ReplayedDeadLetter, 0, len(found))
+		out = make([]Replayed, 0, len(found))
 		for _, d := range found {
-			r := ReplayedDeadLetter{ID: d.ID, Topic: d.Topic, MessageID: d.MessageID}
+			r := Replayed{ID: d.ID, Topic: d.Topic, MessageID: d.MessageID}
 			// The outbox row's uuid is the message_id header the relay sends:
 			// consumers see the same message again and deduplicate it.
 			offset, err := store.Replay(ctx, tx, d.ID)

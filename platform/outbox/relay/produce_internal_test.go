@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/outbox"
 )
 
 // TestDeadReasonTellsNeverFromNotNow: what no broker will ever take is
@@ -28,7 +29,7 @@ func TestDeadReasonTellsNeverFromNotNow(t *testing.T) {
 		alone  bool
 	}{
 		{"producer's limit", outboxRow{}, wrap(sarama.ConfigurationError("Attempt to produce message larger than configured Producer.MaxMessageBytes")), ReasonTooLarge, false},
-		{"payload left unread", outboxRow{bad: &MessageTooLargeError{MessageID: "m-1", Bytes: 2, Limit: 1}}, &MessageTooLargeError{MessageID: "m-1", Bytes: 2, Limit: 1}, ReasonTooLarge, false},
+		{"payload left unread", outboxRow{bad: &outbox.MessageTooLargeError{MessageID: "m-1", Bytes: 2, Limit: 1}}, &outbox.MessageTooLargeError{MessageID: "m-1", Bytes: 2, Limit: 1}, ReasonTooLarge, false},
 		{"broker: too large", outboxRow{}, wrap(sarama.ErrMessageSizeTooLarge), ReasonTooLarge, true},
 		{"broker: batch too large", outboxRow{}, wrap(sarama.ErrMessageSetSizeTooLarge), ReasonTooLarge, true},
 		{"broker: invalid record", outboxRow{}, wrap(sarama.ErrInvalidRecord), ReasonInvalid, true},

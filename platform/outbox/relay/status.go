@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
 
@@ -29,18 +30,13 @@ type TopicStatus struct {
 }
 
 // OutboxRow names a row of a topic's outbox.
-type OutboxRow struct {
-	Offset     int64     `json:"offset"`
-	MessageID  string    `json:"messageId"`
-	CreatedAt  time.Time `json:"createdAt"`
-	AgeSeconds float64   `json:"ageSeconds"`
-}
+type OutboxRow = store.OutboxRow
 
 // Leader is the PostgreSQL session that holds a topic's relay lock.
 type Leader struct {
 	PID int `json:"pid"`
 	// ApplicationName names the instance: pin/<hostname>-<pid>/relay when
-	// the relay set it (RelayConfig.ApplicationName).
+	// the relay set it (Config.ApplicationName).
 	ApplicationName string    `json:"applicationName"`
 	ClientAddr      string    `json:"clientAddr"`
 	BackendStart    time.Time `json:"backendStart"`
@@ -49,7 +45,7 @@ type Leader struct {
 // ReadStatus reads the state of topic's outbox. The leader is found as the
 // runbook's lock-holder query finds it (docs/runbooks/outbox-backlog.md).
 func ReadStatus(ctx context.Context, db *sql.DB, topic string) (TopicStatus, error) {
-	if err := checkTopic(topic); err != nil {
+	if err := outbox.CheckTopic(topic); err != nil {
 		return TopicStatus{}, err
 	}
 	s := TopicStatus{Topic: topic}

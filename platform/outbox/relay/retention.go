@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pinmarket/pin/platform/host"
+	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
 
@@ -45,7 +46,7 @@ func NewRetentionCleaner(db *sql.DB, cfg RetentionConfig, logger *slog.Logger) (
 		return nil, errors.New("outbox: NewRetentionCleaner: no topics")
 	}
 	for _, t := range cfg.Topics {
-		if err := checkTopic(t); err != nil {
+		if err := outbox.CheckTopic(t); err != nil {
 			return nil, err
 		}
 	}

@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/pinmarket/pin/platform/kafka"
+	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
 
@@ -159,7 +160,7 @@ func (r *Relay) readBatch(ctx context.Context, tx *sql.Tx, topic string) ([]outb
 			}
 		}
 		if raw.Size > int64(limit) {
-			row.bad = &MessageTooLargeError{MessageID: raw.UUID, Bytes: int(raw.Size), Limit: limit}
+			row.bad = &outbox.MessageTooLargeError{MessageID: raw.UUID, Bytes: int(raw.Size), Limit: limit}
 		}
 		out[i] = row
 	}

@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"context"
@@ -17,11 +17,12 @@ import (
 	"github.com/pinmarket/pin/platform/backoff"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/observability"
+	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
 
-// RelayConfig configures a Relay. Zero values take the defaults.
-type RelayConfig struct {
+// Config configures a Relay. Zero values take the defaults.
+type Config struct {
 	// Brokers are the Kafka bootstrap brokers. Required.
 	Brokers []string
 	// Topics are the Kafka topics to relay, as the modules declare them; each
@@ -66,7 +67,7 @@ type RelayConfig struct {
 	ApplicationName string
 }
 
-func (c *RelayConfig) setDefaults() {
+func (c *Config) setDefaults() {
 	if c.BatchSize <= 0 {
 		c.BatchSize = 200
 	}
@@ -90,6 +91,10 @@ func (c *RelayConfig) setDefaults() {
 	}
 }
 
+// instrumentation is the scope of the relay's spans: the outbox's, as the
+// publications' spans it continues.
+const instrumentation = "github.com/pinmarket/pin/platform/outbox"
+
 // Relay is the host.Runner that sends committed outbox rows to Kafka. Every
 // instance of the service runs one; per topic, the one holding the topic's
 // PostgreSQL advisory lock is active and the others stand by. This file
@@ -98,45 +103,45 @@ func (c *RelayConfig) setDefaults() {
 // guarantees are in docs/adr/0008-outbox-relay.md.
 type Relay struct {
 	db      *sql.DB
-	cfg     RelayConfig
+	cfg     Config
 	logger  *slog.Logger
 	wmLog   watermill.LoggerAdapter
 	tracer  trace.Tracer
 	metrics *relayMetrics
 }
 
-// NewRelay returns a Relay reading the outbox in db. It registers the outbox
+// New returns a Relay reading the outbox in db. It registers the outbox
 // metrics with reg. It contacts neither the database nor the broker: Run
 // does, and keeps trying while they are down.
-func NewRelay(db *sql.DB, cfg RelayConfig, logger *slog.Logger, reg prometheus.Registerer, tp trace.TracerProvider) (*Relay, error) {
+func New(db *sql.DB, cfg Config, logger *slog.Logger, reg prometheus.Registerer, tp trace.TracerProvider) (*Relay, error) {
 	if db == nil || logger == nil || reg == nil || tp == nil {
-		return nil, errors.New("outbox: NewRelay: db, logger, registerer and tracer provider are required")
+		return nil, errors.New("outbox: New: db, logger, registerer and tracer provider are required")
 	}
 	if len(cfg.Brokers) == 0 {
-		return nil, errors.New("outbox: NewRelay: no Kafka brokers")
+		return nil, errors.New("outbox: New: no Kafka brokers")
 	}
 	if len(cfg.Topics) == 0 {
-		return nil, errors.New("outbox: NewRelay: no topics")
+		return nil, errors.New("outbox: New: no topics")
 	}
 	if cfg.PollInterval <= 0 {
-		return nil, errors.New("outbox: NewRelay: no PollInterval (PIN_OUTBOX_POLL_INTERVAL)")
+		return nil, errors.New("outbox: New: no PollInterval (PIN_OUTBOX_POLL_INTERVAL)")
 	}
 	seen := map[string]bool{}
 	for _, t := range cfg.Topics {
-		if err := checkTopic(t); err != nil {
+		if err := outbox.CheckTopic(t); err != nil {
 			return nil, err
 		}
 		if seen[t] {
-			return nil, fmt.Errorf("outbox: NewRelay: topic %q listed twice", t)
+			return nil, fmt.Errorf("outbox: New: topic %q listed twice", t)
 		}
 		seen[t] = true
 	}
 	cfg.setDefaults()
 	if cfg.SessionTimeout < time.Second {
-		return nil, fmt.Errorf("outbox: NewRelay: SessionTimeout %v is below 1s: a live relay waiting for the database would lose the lead", cfg.SessionTimeout)
+		return nil, fmt.Errorf("outbox: New: SessionTimeout %v is below 1s: a live relay waiting for the database would lose the lead", cfg.SessionTimeout)
 	}
 	if cfg.LockRetryInterval >= cfg.SessionTimeout {
-		return nil, fmt.Errorf("outbox: NewRelay: LockRetryInterval %v must be shorter than SessionTimeout %v, or the database ends a standby's session between two tries",
+		return nil, fmt.Errorf("outbox: New: LockRetryInterval %v must be shorter than SessionTimeout %v, or the database ends a standby's session between two tries",
 			cfg.LockRetryInterval, cfg.SessionTimeout)
 	}
 	m, err := registerRelayMetrics(reg, cfg.Topics)
