@@ -6,8 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/platform/outbox"
-	"github.com/pinmarket/pin/platform/outbox/internal/store"
 	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -57,63 +55,4 @@ func TestRelayReadsTheOutboxAsItIsNow(t *testing.T) {
 	})
 	require.Less(t, seqRead, int64(kept),
 		"%d of %d reads of the outbox were sequential scans, reading %d rows: a plan made for the empty outbox", seqScans, scans, seqRead)
-}
-
-// TestRelayStatementsPlanWithoutJIT is the relay's plan guard (ADR 0013):
-// on an outbox holding what 10k, 100k and 1M purchases' events leave (all
-// but one batch acknowledged, each row as wide as an event, so the table
-// has the pages the planner sees in production), first never analyzed
-// (after a restore or a pg_upgrade), then analyzed, the relay's read walks
-// the topic's unacknowledged index in order (leaving the held keys' rows
-// through an index probe of the dead letters), never the primary key, and
-// its acknowledgement finds the rows by offset, without JIT, on a session
-// with the service's settings (testbed opens it with postgres.Open). One
-// exception: never analyzed, a table under about 80k rows is taken for
-// fewer unacknowledged rows than a batch (the topic's selectivity is a
-// guess), and the read gathers them from the same index and sorts them:
-// the backlog only, never an acknowledged row (ADR 0024).
-func TestRelayStatementsPlanWithoutJIT(t *testing.T) {
-	t.Parallel()
-	read := testbed.Statement{Query: store.ReadBatchQuery, Args: []any{topic, 1_000_000, 200}}
-	for _, size := range testbed.PlanSizes() {
-		t.Run("events="+testbed.SizeName(size), func(t *testing.T) {
-			b := setup(t)
-			_, err := b.db.SQL.ExecContext(b.ctx, `INSERT INTO outbox.messages (topic, uuid, payload, metadata, acked)
-				SELECT $2, gen_random_uuid()::text, json_build_object('event', repeat('x', 600)), '{}', i <= $1 - 200
-				FROM generate_series(1, $1) AS i`, size, topic)
-			require.NoError(t, err)
-			offsets := make([]int64, 200)
-			for i := range offsets {
-				offsets[i] = int64(size - 200 + 1 + i)
-			}
-			ack := testbed.Statement{Query: store.AckQuery, Args: []any{topic, offsets}}
-			for _, stats := range []string{"none", "analyzed"} {
-				if stats == "analyzed" {
-					testbed.Analyze(t, b.db.SQL, outbox.MessagesTable)
-				}
-				t.Run("stats="+stats, func(t *testing.T) {
-					for _, s := range []struct {
-						name    string
-						q       testbed.Statement
-						index   string
-						ordered bool
-					}{
-						{"relay read", read, "pin_promotion_purchase_changed_v1_unacked_idx", true},
-						{"relay ack", ack, "pin_promotion_purchase_changed_v1_pkey", false},
-						{"relay read, the held keys probed", read, "dead_letters_held_keys_idx", false},
-					} {
-						custom, generic := testbed.Explain(t, b.db.SQL, s.q)
-						for _, p := range []testbed.Plan{custom, generic} {
-							t.Logf("%s: %s", s.name, p)
-							ordered := s.ordered && (stats == "analyzed" || size >= 100_000)
-							testbed.CheckPlan(t, s.name, p, testbed.PlanWant{Index: s.index, InOrder: ordered})
-							if s.ordered && p.UsesIndex("pin_promotion_purchase_changed_v1_pkey") {
-								t.Errorf("%s: walks the primary key, every acknowledged row: %s", s.name, p)
-							}
-						}
-					}
-				})
-			}
-		})
-	}
 }

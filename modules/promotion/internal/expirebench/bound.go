@@ -4,9 +4,9 @@ package expirebench
 // module's batch, done by one hand-written statement inside PostgreSQL
 // (CTEs): lock up to $2 due purchases with SKIP LOCKED (oldest EndsAt
 // first, as the partial index promotion_purchases_expiry_idx orders them),
-// expire them, and insert one outbox row each — the row platform/outbox's
-// Publisher writes through watermill-sql (uuid = message id, payload = the
-// event JSON, metadata = Kafka key and headers), with the full
+// expire them, and store one outbox row each through the outbox's own entry,
+// outbox.publish, as the module's statement does (uuid = message id, payload
+// = the event JSON, metadata = Kafka key and headers), with the full
 // pin.promotion.purchase-changed event (targets in position order,
 // times in RFC 3339 UTC with microseconds, the amount as a number with two
 // decimals) built by json_build_object.
@@ -63,12 +63,15 @@ WITH due AS MATERIALIZED (
 					'isoCode', ev.currency_iso_code, 'name', ev.currency_name, 'sign', ev.currency_sign)),
 			'version', ev.version)) AS body
 	FROM events AS ev
+), published AS (
+	SELECT outbox.publish(ARRAY['pin.promotion.purchase-changed.v1',
+		string_agg(b.message_id::text, E'\x1e'), string_agg(b.id::text, E'\x1e'), string_agg(b.body::text, E'\x1e'),
+		string_agg(json_build_object(
+			'partition_key', b.id,
+			'event_type', 'pin.promotion.purchase-changed',
+			'contract_version', '1',
+			'correlation_id', $3::text,
+			'traceparent', $4::text)::text, E'\x1e')])
+	FROM bodies AS b
 )
-INSERT INTO outbox."pin_promotion_purchase_changed_v1" (uuid, payload, metadata)
-SELECT b.message_id, b.body, json_build_object(
-		'partition_key', b.id,
-		'event_type', 'pin.promotion.purchase-changed',
-		'contract_version', '1',
-		'correlation_id', $3::text,
-		'traceparent', $4::text)
-FROM bodies AS b`
+SELECT b.id FROM bodies AS b, published`

@@ -59,7 +59,7 @@ type Row struct {
 }
 
 // readBatchQuery is watermill-sql's queue read (unacknowledged rows in
-// offset order, FOR UPDATE) but for two things: a payload longer than $2,
+// offset order, FOR UPDATE, $3 of the topic $1's) but for two things: a payload longer than $2,
 // the producer's limit, stays in the database and only its length is read
 // (such a row can never be sent; its dead letter is copied in the
 // database), and the rows of a held key are left where they are.
@@ -68,10 +68,6 @@ const readBatchQuery = `SELECT "offset", uuid,
 	metadata, octet_length(payload::text)
 FROM outbox.messages o WHERE topic = $1 AND acked = false AND NOT ` + heldRow + `
 ORDER BY "offset" ASC LIMIT $3 FOR UPDATE OF o`
-
-// ReadBatchQuery is the relay's read, for the plan guard: its arguments are
-// the topic, the payload limit and the batch size.
-const ReadBatchQuery = readBatchQuery
 
 // ReadBatch claims up to limit unacknowledged rows of topic whose key is not
 // held, in offset order; payloads over maxPayload bytes are left unread.
@@ -94,14 +90,14 @@ func ReadBatch(ctx context.Context, q Querier, topic string, maxPayload, limit i
 	return out, rows.Err()
 }
 
-// AckQuery is the relay's acknowledgement; its arguments are the topic and
+// ackQuery is the relay's acknowledgement; its arguments are the topic and
 // the offsets. It names the topic, unlike watermill-sql's, so the planner
 // prunes to the topic's partition and probes its primary key only.
-const AckQuery = `UPDATE outbox.messages SET acked = TRUE WHERE topic = $1 AND "offset" = ANY($2::bigint[])`
+const ackQuery = `UPDATE outbox.messages SET acked = TRUE WHERE topic = $1 AND "offset" = ANY($2::bigint[])`
 
 // Ack marks the rows of topic at offsets acknowledged.
 func Ack(ctx context.Context, q Querier, topic string, offsets []int64) error {
-	_, err := q.ExecContext(ctx, AckQuery, planNow(topic, offsets)...)
+	_, err := q.ExecContext(ctx, ackQuery, planNow(topic, offsets)...)
 	return err
 }
 

@@ -1,15 +1,15 @@
-package outbox_test
+package store
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/platform/outbox"
-	"github.com/pinmarket/pin/platform/outbox/internal/store"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -30,15 +30,15 @@ FROM outbox.messages WHERE topic = $1 AND acked = false ORDER BY "offset" ASC LI
 // each iteration is one read per case. Reported: median read-ms per case
 // and statistics, and each case's ratio to unheld.
 func BenchmarkRelayRead(b *testing.B) {
-	bundle := setup(b)
+	db, ctx := testbed.NewDatabase(b), context.Background()
 	cases := []struct {
 		name, topic string
 		held        int
 	}{{"unheld", "pin.bench.unheld.v1", 0}, {"probe", "pin.bench.probe.v1", 0},
 		{"held-1k", "pin.bench.held1k.v1", 1000}, {"held-10k", "pin.bench.held10k.v1", 10000}}
-	tables := []string{outbox.MessagesTable}
+	tables := []string{Messages}
 	for _, c := range cases {
-		require.NoError(b, outbox.EnsureTopics(bundle.ctx, bundle.db.SQL, c.topic))
+		require.NoError(b, EnsureTopics(ctx, db.SQL, []string{c.topic}))
 		for _, stmt := range []string{
 			`INSERT INTO outbox.messages (topic, uuid, payload, metadata, acked)
 				SELECT $1, gen_random_uuid()::text, json_build_object('pad', repeat('x', 900)), json_build_object('partition_key', 'purchase-' || i), true
@@ -50,11 +50,11 @@ func BenchmarkRelayRead(b *testing.B) {
 				SELECT $1, gen_random_uuid()::text, json_build_object('pad', repeat('x', 900)), json_build_object('partition_key', 'free-' || i)
 				FROM generate_series(1, 200) AS i`,
 		} {
-			_, err := bundle.db.SQL.Exec(stmt, c.topic)
+			_, err := db.SQL.Exec(stmt, c.topic)
 			require.NoError(b, err, stmt)
 		}
 		if c.held > 0 {
-			_, err := bundle.db.SQL.Exec(`INSERT INTO `+outbox.DeadLetterTable+` (topic, message_id, outbox_offset, payload, metadata, error, attempts)
+			_, err := db.SQL.Exec(`INSERT INTO `+DeadLetters+` (topic, message_id, outbox_offset, payload, metadata, error, attempts)
 				VALUES ($1, 'hot-1', 0, '{}', '{"partition_key":"hot"}', 'too_large: bench', 1)`, c.topic)
 			require.NoError(b, err)
 		}
@@ -63,11 +63,11 @@ func BenchmarkRelayRead(b *testing.B) {
 		c := cases[i]
 		q := unheldReadQuery
 		if c.name != "unheld" {
-			q = store.ReadBatchQuery
+			q = readBatchQuery
 		}
 		args := []any{pgx.QueryExecModeExec, c.topic, 1_000_000, 200}
 		started := time.Now()
-		tx, err := bundle.db.SQL.Begin()
+		tx, err := db.SQL.Begin()
 		require.NoError(b, err)
 		rows, err := tx.Query(q, args...)
 		require.NoError(b, err)
@@ -84,7 +84,7 @@ func BenchmarkRelayRead(b *testing.B) {
 	b.ResetTimer()
 	for _, stats := range []string{"none", "analyzed"} {
 		if stats == "analyzed" {
-			testbed.Analyze(b, bundle.db.SQL, append(tables, outbox.DeadLetterTable)...)
+			testbed.Analyze(b, db.SQL, append(tables, DeadLetters)...)
 		}
 		took[stats] = make([][]time.Duration, len(cases))
 		for range b.N {
@@ -104,4 +104,11 @@ func BenchmarkRelayRead(b *testing.B) {
 			}
 		}
 	}
+}
+
+// medianMs is the median of ds in milliseconds.
+func medianMs(ds []time.Duration) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[len(s)/2]) / float64(time.Millisecond)
 }
