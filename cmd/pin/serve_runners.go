@@ -27,9 +27,9 @@ func (s *server) addOutboxRunners() error {
 		Brokers:      s.cfg.KafkaBrokers,
 		Topics:       topics,
 		PollInterval: s.cfg.OutboxPollInterval,
-		Sarama:       kafka.NewProducerConfig("pin-outbox-outboxRelay", kafkaSecurity(s.cfg)),
+		Sarama:       kafka.NewProducerConfig("pin-outbox-relay", kafkaSecurity(s.cfg)),
 		// The lock-holder query of docs/runbooks/outbox-backlog.md shows it.
-		ApplicationName: postgres.ApplicationName("outboxRelay"),
+		ApplicationName: postgres.ApplicationName("relay"),
 	}, s.logger, s.reg, s.tp)
 	if err != nil {
 		return err

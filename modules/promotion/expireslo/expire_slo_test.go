@@ -125,8 +125,8 @@ func TestExpiredEventReachesKafkaWithinOneInterval(t *testing.T) {
 			}
 			require.NotNil(t, expired, "%s: no Expired event on Kafka by EndsAt + %s (EndsAt at %s of the runner's grid)",
 				c.p.phase, bound, c.p.endsAt.Sub(start))
-			// Sarama stamps a record when the outboxRelay hands it over: the bubble's time.
-			t.Logf("%s: EndsAt -> sent %s (interval %s, outboxRelay poll %s)", c.p.phase, expired.Timestamp.Sub(c.p.endsAt), interval, relayGap)
+			// Sarama stamps a record when the relay hands it over: the bubble's time.
+			t.Logf("%s: EndsAt -> sent %s (interval %s, relay poll %s)", c.p.phase, expired.Timestamp.Sub(c.p.endsAt), interval, relayGap)
 		}
 	})
 }
