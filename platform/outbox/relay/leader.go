@@ -19,10 +19,16 @@ import (
 // keepalives), and after SessionTimeout without a statement when the
 // process is frozen but its kernel still answers (idle timeouts). An
 // acknowledgement lost in a server crash only means the rows are sent
-// again: it need not wait for the WAL flush.
+// again: it need not wait for the WAL flush. No bitmap scans: the session
+// runs only the relay's statements, each of which reads an index in order
+// or finds rows by key, and without statistics the planner would collect a
+// topic's whole backlog as a bitmap and sort it for every read of 200
+// (docs/adr/0024-the-outbox-owns-its-table.md; store's plan guard plans
+// with the same setting, relaySession).
 func (r *Relay) openSession(ctx context.Context, conn *sql.Conn) error {
 	_, err := r.exec(ctx, conn, `SET tcp_keepalives_idle = 2; SET tcp_keepalives_interval = 1;
-		SET tcp_keepalives_count = 2; SET tcp_user_timeout = 4000; SET synchronous_commit = off`)
+		SET tcp_keepalives_count = 2; SET tcp_user_timeout = 4000; SET synchronous_commit = off;
+		SET enable_bitmapscan = off`)
 	if err != nil {
 		return fmt.Errorf("relay session: %w", err)
 	}
