@@ -144,7 +144,7 @@ func TestMigrationMatchesWatermillSchema(t *testing.T) {
 // the table's own name taken out) and primary key.
 func describe(tb testing.TB, b testBundle, schema, table string) []string {
 	tb.Helper()
-	rows, err := b.db.SQL.Query(`
+	out := b.strings(tb, `
 		SELECT column_name || ' ' || data_type || ' ' || is_nullable || ' ' ||
 		       COALESCE(regexp_replace(column_default, 'nextval\(.*\)', 'nextval'), '-')
 		FROM information_schema.columns
@@ -156,15 +156,6 @@ func describe(tb testing.TB, b testBundle, schema, table string) []string {
 		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
 		WHERE i.indisprimary AND i.indrelid = (quote_ident($1) || '.' || quote_ident($2))::regclass
 		ORDER BY 1`, schema, table)
-	require.NoError(tb, err)
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		require.NoError(tb, rows.Scan(&s))
-		out = append(out, s)
-	}
-	require.NoError(tb, rows.Err())
 	require.NotEmpty(tb, out)
 	return out
 }
