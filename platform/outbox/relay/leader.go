@@ -6,6 +6,8 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"time"
+
+	"github.com/pinmarket/pin/platform/outbox/internal/store"
 )
 
 // Leadership of a topic is a PostgreSQL session advisory lock: it lasts as
@@ -19,21 +21,19 @@ import (
 // keepalives), and after SessionTimeout without a statement when the
 // process is frozen but its kernel still answers (idle timeouts). An
 // acknowledgement lost in a server crash only means the rows are sent
-// again: it need not wait for the WAL flush. No bitmap scans: the session
-// runs only the relay's statements, each of which reads an index in order
-// or finds rows by key, and without statistics the planner would collect a
-// topic's whole backlog as a bitmap and sort it for every read of 200
-// (docs/adr/0024-the-outbox-owns-its-table.md; store's plan guard plans
-// with the same setting, relaySession).
+// again: it need not wait for the WAL flush. Its read and acknowledgement
+// are planned once, as store.PlanAsTheRelay says.
 func (r *Relay) openSession(ctx context.Context, conn *sql.Conn) error {
 	_, err := r.exec(ctx, conn, `SET tcp_keepalives_idle = 2; SET tcp_keepalives_interval = 1;
-		SET tcp_keepalives_count = 2; SET tcp_user_timeout = 4000; SET synchronous_commit = off;
-		SET enable_bitmapscan = off`)
+		SET tcp_keepalives_count = 2; SET tcp_user_timeout = 4000; SET synchronous_commit = off`)
 	if err != nil {
 		return fmt.Errorf("relay session: %w", err)
 	}
 	stmt, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
+	if err := store.PlanAsTheRelay(stmt, conn); err != nil {
+		return fmt.Errorf("relay session: %w", err)
+	}
 	ms := fmt.Sprint(r.cfg.SessionTimeout.Milliseconds())
 	_, err = conn.ExecContext(stmt, `SELECT set_config('idle_session_timeout', $1, false),
 		set_config('idle_in_transaction_session_timeout', $1, false)`, ms)

@@ -44,8 +44,15 @@ func (r *Relay) send(ctx context.Context, conn *sql.Conn, topic string) error {
 	}
 	defer func() { _ = producer.Close() }()
 
-	quiet := 0 // empty reads in a row
+	quiet := 0            // empty reads in a row
+	planned := time.Now() // when the session's plans were last forgotten
 	for {
+		if time.Since(planned) >= planLifetime {
+			if err := r.forgetPlans(ctx, conn); err != nil {
+				return fmt.Errorf("relay %s: %w", topic, err)
+			}
+			planned = time.Now()
+		}
 		n, err := r.round(ctx, conn, producer, topic)
 		switch {
 		case err != nil:
@@ -110,6 +117,23 @@ func (r *Relay) round(ctx context.Context, conn *sql.Conn, producer *wmkafka.Pub
 		return len(rows), fmt.Errorf("relay %s: %w", topic, err)
 	}
 	return len(rows), nil
+}
+
+// planLifetime is how long the session keeps the plans of its read and
+// acknowledgement (store.PlanAsTheRelay): a plan at most this old, made
+// for the outbox as it was then, instead of one per statement. Planning on
+// the partitioned table for every round cost about a tenth of a drain's
+// rounds; once a second is nothing.
+const planLifetime = time.Second
+
+// forgetPlans has the session plan its statements again on their next run.
+func (r *Relay) forgetPlans(ctx context.Context, conn *sql.Conn) error {
+	stmt, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
+	defer cancel()
+	if err := store.ForgetPlans(stmt, conn); err != nil {
+		return fmt.Errorf("forget plans: %w", err)
+	}
+	return nil
 }
 
 // pause is the wait after an empty read, quiet empty reads in a row since

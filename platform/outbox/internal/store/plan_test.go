@@ -12,9 +12,9 @@ import (
 // planTopic is the promotion topic, whose table the migrations made.
 const planTopic = "pin.promotion.purchase-changed.v1"
 
-// relaySession is the planner setting of the relay's sessions
-// (relay.openSession): no bitmap scans.
-var relaySession = []testbed.Statement{{Query: `SET LOCAL enable_bitmapscan = off`}}
+// relaySession is how the relay's sessions plan (PlanAsTheRelay), for the
+// plan guard's transaction only.
+var relaySession = []testbed.Statement{{Query: relayPlanning, Args: []any{true}}}
 
 // TestRelayStatementsPlanWithoutJIT is the relay's plan guard (ADR 0013):
 // on an outbox holding what 10k, 100k and 1M purchases' events leave (all
@@ -25,14 +25,17 @@ var relaySession = []testbed.Statement{{Query: `SET LOCAL enable_bitmapscan = of
 // through an index probe of the dead letters), never the primary key, and
 // its acknowledgement finds the rows by offset, without JIT, on a session
 // with the service's and the relay session's settings (testbed opens it with
-// postgres.Open; relaySession). Without relaySession, a never-analyzed table
-// under about 80k rows is taken for fewer waiting rows than a batch (the
-// topic's selectivity is a guess) and the read gathers its whole backlog as
-// a bitmap and sorts it.
+// postgres.Open; relaySession). The generic plan is the one the relay runs
+// (it prepares both once per session and makes their plans again every
+// second, ForgetPlans), so it is wanted too, from an empty new table (the
+// first plan of a new deployment) up. Without relaySession, a
+// never-analyzed table under about 80k rows is taken for fewer waiting rows
+// than a batch (the topic's selectivity is a guess) and the read gathers its
+// whole backlog as a bitmap and sorts it.
 func TestRelayStatementsPlanWithoutJIT(t *testing.T) {
 	t.Parallel()
 	read := testbed.Statement{Setup: relaySession, Query: readBatchQuery, Args: []any{planTopic, 1_000_000, 200}}
-	for _, size := range testbed.PlanSizes() {
+	for _, size := range append([]int{0}, testbed.PlanSizes()...) {
 		t.Run("events="+testbed.SizeName(size), func(t *testing.T) {
 			db := testbed.NewDatabase(t)
 			_, err := db.SQL.ExecContext(context.Background(), `INSERT INTO outbox.messages (topic, uuid, payload, metadata, acked)
@@ -41,7 +44,7 @@ func TestRelayStatementsPlanWithoutJIT(t *testing.T) {
 			require.NoError(t, err)
 			offsets := make([]int64, 200)
 			for i := range offsets {
-				offsets[i] = int64(size - 200 + 1 + i)
+				offsets[i] = int64(max(size-200, 0) + 1 + i)
 			}
 			ack := testbed.Statement{Setup: relaySession, Query: ackQuery, Args: []any{planTopic, offsets}}
 			for _, stats := range []string{"none", "analyzed"} {
@@ -59,6 +62,12 @@ func TestRelayStatementsPlanWithoutJIT(t *testing.T) {
 						{"relay ack", ack, "pin_promotion_purchase_changed_v1_pkey", false},
 						{"relay read, the held keys probed", read, "dead_letters_held_keys_idx", false},
 					} {
+						if size == 0 && stats == "analyzed" && s.ordered {
+							// Nothing to read: the primary key costs the same as
+							// the unacknowledged index, and may be taken, for at
+							// most a second (ForgetPlans).
+							continue
+						}
 						custom, generic := testbed.Explain(t, db.SQL, s.q)
 						for _, p := range []testbed.Plan{custom, generic} {
 							t.Logf("%s: %s", s.name, p)

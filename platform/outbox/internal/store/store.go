@@ -35,9 +35,44 @@ type Querier interface {
 // it once per session, and the plan made for an empty outbox (a sequential
 // scan) would stay until an ANALYZE. With the topic a value of each
 // execution, the planner prunes to the topic's partition at plan time.
-// Planning costs tens of microseconds. See TestRelayReadsTheOutboxAsItIsNow.
+// Planning costs tens of microseconds. Statements that run on pooled
+// sessions use it; the relay's read and acknowledgement, which run on the
+// relay's own session many times a second, are prepared once there instead
+// (PlanAsTheRelay). See TestRelayReadsTheOutboxAsItIsNow.
 func planNow(args ...any) []any {
 	return append([]any{pgx.QueryExecModeExec}, args...)
+}
+
+// relayPlanning is how the relay's session plans (PlanAsTheRelay); $1 is
+// set_config's is_local: false for the session, true for a transaction.
+const relayPlanning = `SELECT set_config(s.name, 'off', $1)
+	FROM unnest('{enable_bitmapscan,enable_seqscan,enable_sort}'::text[]) AS s(name)
+	UNION ALL SELECT set_config('plan_cache_mode', 'force_generic_plan', $1)`
+
+// PlanAsTheRelay sets up conn, the relay's session, so that ReadBatch and
+// Ack are not planned on every round
+// (docs/adr/0024-the-outbox-owns-its-table.md): pgx prepares each statement
+// once per session, and its plan is generic (the topic is pruned to its
+// partition when the statement runs) and kept until ForgetPlans. It can
+// only be a plan that reads an index in order or finds rows by key: no
+// sequential scan, no sort and no bitmap, which is what the planner would
+// take for a nearly empty outbox, or for a never-analyzed one whose topic's
+// selectivity it guesses. Run it on a session that runs nothing else: the
+// settings stay until it closes.
+func PlanAsTheRelay(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, relayPlanning, false)
+	return err
+}
+
+// ForgetPlans drops the plans of conn's session; each is made again on its
+// statement's next run, for the outbox as it is then. The relay calls it
+// every second or so: a plan is chosen for the table's size and statistics
+// of the moment, and one made on a few rows (where the primary key costs
+// the same as the unacknowledged index, and may be taken) must not be kept
+// while the outbox grows.
+func ForgetPlans(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, `DISCARD PLANS`)
+	return err
 }
 
 // heldRow holds for an outbox row o of the topic $1 whose key has a waiting
@@ -71,8 +106,9 @@ ORDER BY "offset" ASC LIMIT $3 FOR UPDATE OF o`
 
 // ReadBatch claims up to limit unacknowledged rows of topic whose key is not
 // held, in offset order; payloads over maxPayload bytes are left unread.
+// q is the relay's session (PlanAsTheRelay) or a transaction on it.
 func ReadBatch(ctx context.Context, q Querier, topic string, maxPayload, limit int) ([]Row, error) {
-	rows, err := q.QueryContext(ctx, readBatchQuery, planNow(topic, maxPayload, limit)...)
+	rows, err := q.QueryContext(ctx, readBatchQuery, topic, maxPayload, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -95,9 +131,10 @@ func ReadBatch(ctx context.Context, q Querier, topic string, maxPayload, limit i
 // prunes to the topic's partition and probes its primary key only.
 const ackQuery = `UPDATE outbox.messages SET acked = TRUE WHERE topic = $1 AND "offset" = ANY($2::bigint[])`
 
-// Ack marks the rows of topic at offsets acknowledged.
+// Ack marks the rows of topic at offsets acknowledged. q is the relay's
+// session (PlanAsTheRelay) or a transaction on it.
 func Ack(ctx context.Context, q Querier, topic string, offsets []int64) error {
-	_, err := q.ExecContext(ctx, ackQuery, planNow(topic, offsets)...)
+	_, err := q.ExecContext(ctx, ackQuery, topic, offsets)
 	return err
 }
 
