@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -76,6 +77,45 @@ func TestRelayStatementsPlanWithoutJIT(t *testing.T) {
 								t.Errorf("%s: walks the primary key, every acknowledged row: %s", s.name, p)
 							}
 						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestRetentionDeletePlanWithoutJIT is the retention's plan guard: on an
+// outbox of acknowledged rows written over two weeks (half of them older
+// than the week the retention keeps), never analyzed, then analyzed, the
+// delete finds its oldest rows through the acknowledged rows' index in
+// order of age and deletes them by key, without reading the topic's table
+// whole, and without JIT. It is planned at each run (planNow), in order
+// (planInOrder): the custom plan is the one that runs, the generic one is
+// checked as well. Without planInOrder, never analyzed at 10k and 100k, a
+// batch gathered every expired row as a bitmap and sorted them.
+func TestRetentionDeletePlanWithoutJIT(t *testing.T) {
+	t.Parallel()
+	week := (7 * 24 * time.Hour).Seconds()
+	del := testbed.Statement{Setup: []testbed.Statement{{Query: planInOrder, Args: []any{true}}},
+		Query: deleteAckedQuery, Args: []any{planTopic, week, 500}}
+	for _, size := range testbed.PlanSizes() {
+		t.Run("events="+testbed.SizeName(size), func(t *testing.T) {
+			db := testbed.NewDatabase(t)
+			_, err := db.SQL.ExecContext(context.Background(), `INSERT INTO outbox.messages (topic, uuid, payload, metadata, acked, created_at)
+				SELECT $2, gen_random_uuid()::text, json_build_object('event', repeat('x', 600)), '{}', i <= $1 - 200,
+					now() - make_interval(secs => 14 * 86400.0 * ($1 - i) / $1)
+				FROM generate_series(1, $1) AS i`, size, planTopic)
+			require.NoError(t, err)
+			for _, stats := range []string{"none", "analyzed"} {
+				if stats == "analyzed" {
+					testbed.Analyze(t, db.SQL, Messages)
+				}
+				t.Run("stats="+stats, func(t *testing.T) {
+					custom, generic := testbed.Explain(t, db.SQL, del)
+					for _, p := range []testbed.Plan{custom, generic} {
+						t.Logf("retention delete: %s", p)
+						testbed.CheckPlan(t, "retention delete", p, testbed.PlanWant{
+							Index: "pin_promotion_purchase_changed_v1_acked_created_at_idx", InOrder: true})
 					}
 				})
 			}
