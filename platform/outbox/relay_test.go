@@ -235,6 +235,12 @@ func metricValue(tb testing.TB, reg *prometheus.Registry, name string) float64 {
 	return v
 }
 
+// TestRelayServesSeveralTopics: each topic's records reach its own Kafka
+// topic, in the order they were committed, when the topics' rows
+// interleave in the one offset sequence. Each topic's relay session keeps
+// one plan for its read over every topic's table (the topic is pruned when
+// the read runs), so a read that returned another topic's rows, or this
+// topic's out of order, would show here.
 func TestRelayServesSeveralTopics(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -244,25 +250,34 @@ func TestRelayServesSeveralTopics(t *testing.T) {
 
 	brokers := testbed.NewKafka(t, topic, other)
 	b.startRelay(t, relay.Config{Brokers: brokers, Topics: []string{topic, other}}, nil)
-	a, o := event("p", 1), event("p", 1)
-	require.NoError(t, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
-		if err := publish(b.ctx, b.pub, tx, topic, a); err != nil {
-			return err
-		}
-		return publish(b.ctx, b.pub, tx, other, o)
-	}))
+	const perTopic = 20
+	for seq := 1; seq <= perTopic; seq++ {
+		require.NoError(t, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+			if err := publish(b.ctx, b.pub, tx, topic, event("p", seq)); err != nil {
+				return err
+			}
+			return publish(b.ctx, b.pub, tx, other, event("p", seq))
+		}))
+	}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic, other),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(t, err)
 	defer cl.Close()
-	got := map[string]string{}
+	got := map[string][]int{}
 	ctx, cancel := context.WithTimeout(context.Background(), testbed.ForwardDeadline)
 	defer cancel()
-	for len(got) < 2 && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got[r.Topic] = headers(r)["message_id"] })
+	for len(got[topic])+len(got[other]) < 2*perTopic && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			_, seq := seqOf(t, r)
+			got[r.Topic] = append(got[r.Topic], seq)
+		})
 	}
-	require.Equal(t, map[string]string{topic: a.UUID, other: o.UUID}, got)
+	want := make([]int, perTopic)
+	for i := range want {
+		want[i] = i + 1
+	}
+	require.Equal(t, map[string][]int{topic: want, other: want}, got)
 }
 
 // A stop asked for while the outbox holds a backlog ends the relay after
