@@ -84,7 +84,7 @@ IFS=, read -r -a sizes <<<"$PIN_BENCH_EXPIRE_SIZES"
 for size in "${sizes[@]}"; do
   rows+=("expire-batch BenchmarkExpireBatch/purchases=$size/batch=200 batch-ms" "expire-batch BenchmarkExpireBatch/purchases=$size/batch=200 batch/bound")
 done
-rows+=("relay BenchmarkCommitToKafka/drain events/s" "relay BenchmarkCommitToKafka/latency-200eps p99-ms"
+rows+=("relay BenchmarkCommitToKafka/drain events/s" "relay BenchmarkCommitToKafka/drain-analyzed events/s" "relay BenchmarkCommitToKafka/latency-200eps p99-ms"
   "api BenchmarkAPI api/pgbench" "api BenchmarkAPI api-p99/pgbench-p99" "api BenchmarkAPI api-purchases/s" "api BenchmarkAPI api-errors")
 {
   echo "old = $old, new = $new, $rounds rounds (odd rounds old first)"

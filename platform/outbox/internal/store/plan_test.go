@@ -84,6 +84,53 @@ func TestRelayStatementsPlanWithoutJIT(t *testing.T) {
 	}
 }
 
+// TestRelayReadOnABacklogAnalyzedWhileItWaited is the relay's plan guard
+// for a topic analyzed while every row of it waited (a backlog built up
+// while the relay was away, on a table the retention had emptied; or the
+// relay's benchmark): the statistics then say the unacknowledged index and
+// the primary key hold the same rows, and the read, which checks acked on
+// the heap through either, costs the same through both but for their sizes.
+// The unacknowledged index is packed (migration 00014) and so the smaller:
+// from a few pages up the read walks it, before the relay's first batch is
+// acknowledged and after, without JIT, in the relay session's settings, as
+// custom and generic plan. Below that, both indexes are a page or two and
+// the planner may take the primary key until the first batch's
+// acknowledgement makes it the larger: such a plan walks at most those
+// pages, for at most a second (ForgetPlans). With the index as 00012 left
+// it (pages 90 % full), the read walked the primary key at 2,000 and
+// 20,000 waiting rows, and every row acknowledged since, until the relay
+// planned again.
+func TestRelayReadOnABacklogAnalyzedWhileItWaited(t *testing.T) {
+	t.Parallel()
+	read := testbed.Statement{Setup: relaySession, Query: readBatchQuery, Args: []any{planTopic, 1_000_000, 200}}
+	for _, size := range []int{200, 2_000, 20_000} {
+		t.Run("waiting="+testbed.SizeName(size), func(t *testing.T) {
+			db := testbed.NewDatabase(t)
+			_, err := db.SQL.ExecContext(context.Background(), `INSERT INTO outbox.messages (topic, uuid, payload, metadata)
+				SELECT $2, gen_random_uuid()::text, json_build_object('event', repeat('x', 600)), '{}'
+				FROM generate_series(1, $1) AS i`, size, planTopic)
+			require.NoError(t, err)
+			testbed.Analyze(t, db.SQL, Messages)
+			for _, acked := range []int{0, 100} {
+				_, err := db.SQL.ExecContext(context.Background(),
+					`UPDATE outbox.messages SET acked = true WHERE topic = $1 AND "offset" <= $2`, planTopic, acked)
+				require.NoError(t, err)
+				t.Run("acknowledged="+testbed.SizeName(acked), func(t *testing.T) {
+					if size < 2_000 && acked == 0 {
+						t.Skip("a page or two each: the primary key may be taken, and walks them for at most a second")
+					}
+					custom, generic := testbed.Explain(t, db.SQL, read)
+					for _, p := range []testbed.Plan{custom, generic} {
+						t.Logf("relay read: %s", p)
+						testbed.CheckPlan(t, "relay read", p, testbed.PlanWant{
+							Index: "pin_promotion_purchase_changed_v1_unacked_idx", InOrder: true})
+					}
+				})
+			}
+		})
+	}
+}
+
 // TestRetentionDeletePlanWithoutJIT is the retention's plan guard: on an
 // outbox of acknowledged rows written over two weeks (half of them older
 // than the week the retention keeps), never analyzed, then analyzed, the
