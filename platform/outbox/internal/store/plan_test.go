@@ -124,6 +124,9 @@ func TestRelayReadOnABacklogAnalyzedWhileItWaited(t *testing.T) {
 						t.Logf("relay read: %s", p)
 						testbed.CheckPlan(t, "relay read", p, testbed.PlanWant{
 							Index: "pin_promotion_purchase_changed_v1_unacked_idx", InOrder: true})
+						if p.UsesIndex("pin_promotion_purchase_changed_v1_pkey") {
+							t.Errorf("relay read: walks the primary key, every acknowledged row: %s", p)
+						}
 					}
 				})
 			}
