@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -165,4 +166,32 @@ func keyed(key string) *message.Message {
 	msg := message.NewMessage("6f0c3a52-8d0e-4a52-9a77-2b7a8f0e6c11", []byte(`{}`))
 	msg.Metadata.Set(kafka.MetaPartitionKey, key)
 	return msg
+}
+
+// TestGroupBacklogGivesUpOnASilentBroker: a broker that accepts the
+// connection and never answers (a frozen process) makes GroupBacklog fail
+// with the network's timeout, which `pin status` shows as "lag unknown",
+// instead of waiting for it.
+func TestGroupBacklogGivesUpOnASilentBroker(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	held := make(chan net.Conn, 16) // held open, never answered
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- conn
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		for len(held) > 0 {
+			_ = (<-held).Close()
+		}
+	})
+	_, err = kafka.GroupBacklog([]string{ln.Addr().String()}, kafka.Security{}, "boost", "pin.test.v1")
+	require.ErrorContains(t, err, "i/o timeout")
 }

@@ -24,10 +24,7 @@ type Backlog struct {
 // status`: with the oldest waiting record's time, which says whether the
 // group is taking what arrives (ADR 0020).
 func GroupBacklog(brokers []string, sec Security, group, topic string) (Backlog, error) {
-	cfg := AdminConfig("pin-status", sec)
-	cfg.Net.DialTimeout = 3 * time.Second
-	cfg.Metadata.Retry.Max = 1
-	client, err := sarama.NewClient(brokers, cfg)
+	client, err := sarama.NewClient(brokers, statusConfig(sec))
 	if err != nil {
 		return Backlog{}, fmt.Errorf("kafka: connect: %w", err)
 	}
@@ -48,6 +45,20 @@ func GroupBacklog(brokers []string, sec Security, group, topic string) (Backlog,
 		}
 	}
 	return b, nil
+}
+
+// statusConfig is the client of GroupBacklog: an operator waits for its
+// answer, so every wait on the network is short and nothing is asked
+// twice. A broker that takes the connection and never answers (a frozen
+// process) makes `pin status` say "lag unknown" after a few seconds; with
+// the admin defaults (10 s a request, metadata retried) it took a minute.
+func statusConfig(sec Security) *sarama.Config {
+	cfg := AdminConfig("pin-status", sec)
+	cfg.Net.DialTimeout = 3 * time.Second
+	cfg.Net.ReadTimeout = 3 * time.Second
+	cfg.Net.WriteTimeout = 3 * time.Second
+	cfg.Metadata.Retry.Max = 0
+	return cfg
 }
 
 // ClientGroupLag is the lag of group on topic (Backlog.Lag) through an open
