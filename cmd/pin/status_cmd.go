@@ -16,6 +16,7 @@ import (
 	"github.com/pinmarket/pin/platform/consumer"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox/relay"
+	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // moduleStatus is what `pin status --json` prints: the module's state on one
@@ -74,21 +75,27 @@ func status(ctx context.Context, args, environ []string, stdout io.Writer) error
 }
 
 // readStatus gathers each part from its owner: the module, the outbox, the
-// consumer kit and, when it is configured, the broker.
+// consumer kit, all from one snapshot of the database so that they agree
+// (a backlog of 0 never comes with an oldest unsent row), and, when it is
+// configured, the broker.
 func readStatus(ctx context.Context, db *sql.DB, cfg config.Config) (moduleStatus, error) {
 	s := moduleStatus{AsOf: time.Now().UTC(), Outbox: []relay.TopicStatus{}, Consumers: []consumerStatus{}}
-	var err error
-	if s.Expiry, err = promotion.ReadExpiryStatus(ctx, db); err != nil {
-		return s, err
-	}
-	for _, topic := range declaredTopics() {
-		t, err := relay.ReadStatus(ctx, db, topic)
-		if err != nil {
-			return s, err
+	var groups []consumer.GroupStatus
+	err := postgres.InSnapshot(ctx, db, func(q postgres.Querier) error {
+		var err error
+		if s.Expiry, err = promotion.ReadExpiryStatus(ctx, q); err != nil {
+			return err
 		}
-		s.Outbox = append(s.Outbox, t)
-	}
-	groups, err := consumer.ReadStatus(ctx, db, []string{boost.Name})
+		for _, topic := range declaredTopics() {
+			t, err := relay.ReadStatus(ctx, q, topic)
+			if err != nil {
+				return err
+			}
+			s.Outbox = append(s.Outbox, t)
+		}
+		groups, err = consumer.ReadStatus(ctx, q, []string{boost.Name})
+		return err
+	})
 	if err != nil {
 		return s, err
 	}

@@ -174,7 +174,7 @@ func OpenPool(ctx context.Context, url string, cfg PoolConfig) (*gorm.DB, error)
 	sqlDB.SetConnMaxIdleTime(connMaxIdleTime)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		_ = sqlDB.Close()
-		return nil, fmt.Errorf("postgres: connect to %s: %w", Redact(url), err)
+		return nil, fmt.Errorf("postgres: connect to %s: %w", Redact(url), noWritableDatabase(err))
 	}
 	return db, nil
 }
