@@ -162,6 +162,33 @@ func TestExpireDuePurchase(t *testing.T) {
 	require.Len(t, b.events(t), eventsBefore+1)
 }
 
+// TestExpireEveryPaymentStatus: a due purchase expires whatever its
+// payment stands at (every domain.PaymentStatus), and its event carries that
+// payment status unchanged: expiry is about the period, not the payment.
+func TestExpireEveryPaymentStatus(t *testing.T) {
+	t.Parallel()
+	b := newExpireBundle(t)
+	ids := b.insertDue(t, len(domain.PaymentStatuses))
+	want := map[uuid.UUID]domain.PaymentStatus{}
+	for i, payment := range domain.PaymentStatuses {
+		_, err := b.db.SQL.ExecContext(b.ctx, `UPDATE promotion.promotion_purchases SET payment_status = $2 WHERE id = $1`,
+			ids[i], string(payment))
+		require.NoError(t, err)
+		want[ids[i]] = payment
+	}
+
+	res := b.run(t, 200, 1)
+
+	require.Equal(t, len(ids), res.Expired)
+	require.Zero(t, res.Failed)
+	events := b.expiredEvents(t)
+	for id, payment := range want {
+		require.Equal(t, "Expired", b.row(t, id).Status, "payment %s", payment)
+		require.Len(t, events[id], 1, "payment %s", payment)
+		require.EqualValues(t, payment, events[id][0].Envelope.Payload.PaymentStatus)
+	}
+}
+
 // Spans: one per cycle with the run id, the batch's under it, and the
 // outbox publication's under the batch's.
 func TestExpireSpansNest(t *testing.T) {
