@@ -149,3 +149,28 @@ func TestReadyIsNotReadyWhileTheDatabaseIsReadOnly(t *testing.T) {
 	b.db.Fence(t, false)
 	testbed.Eventually(t, func() error { return postgres.Ready(t.Context(), b.db.SQL) })
 }
+
+// TestOpenWithNoWritableHostSaysSo: no host of a URL with
+// target_session_attrs takes writes, one read-only and one not listening.
+// The error says there is no writable database and names each host and
+// why, and is still transient and read-only for the callers that ask.
+func TestOpenWithNoWritableHostSaysSo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	standby := testbed.StartDatabaseHost(t)
+	standby.SetReadOnly(true)
+	down := testbed.FreeAddr(t)
+	dbURL := testbed.HostListURL(t, b.db.URL, []string{standby.Addr(), down}, url.Values{"target_session_attrs": {"read-write"}})
+
+	_, err := postgres.OpenPool(t.Context(), dbURL, postgres.PoolConfig{Logger: slog.New(slog.DiscardHandler)})
+
+	var noWritable *postgres.NoWritableDatabaseError
+	require.ErrorAs(t, err, &noWritable)
+	require.Len(t, noWritable.Tried, 2)
+	require.Equal(t, standby.Addr()+" (127.0.0.1): read-only", noWritable.Tried[0])
+	require.Contains(t, noWritable.Tried[1], down+" (127.0.0.1): ")
+	require.Contains(t, noWritable.Tried[1], "refused")
+	require.NotContains(t, err.Error(), "failed to connect")
+	require.True(t, postgres.IsReadOnly(err))
+	require.True(t, postgres.IsTransient(err))
+}
