@@ -99,9 +99,10 @@ func NewExpireRepository(db *gorm.DB, publisher *outbox.Publisher, publications 
 	return &ExpireRepository{db: db, outbox: publisher, events: events, timeouts: DefaultExpireTimeouts.args()}, nil
 }
 
-// InBatch implements app.ExpireBatchStorage. A batch is five round trips:
-// BEGIN, the batch's settings (batchSession), one selection, one write
-// (transitions, events, poison forgotten), COMMIT.
+// InBatch implements app.ExpireBatchStorage. A batch of up to ExpireWriteChunk
+// purchases is five round trips: BEGIN, the batch's settings
+// (batchSession), one selection, one write (transitions, events, poison
+// forgotten), COMMIT; a larger one has a write per ExpireWriteChunk.
 func (r *ExpireRepository) InBatch(ctx context.Context, fn func(app.ExpireTx) error) error {
 	return postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
 		if _, err := tx.ExecContext(ctx, batchSession, r.timeouts); err != nil {

@@ -762,3 +762,29 @@ func TestExpireBacklogGaugeIsTheLastCyclesCount(t *testing.T) {
 	require.Equal(t, 9, rest.Expired)
 	require.Zero(t, b.metric(t, "promotion_expire_backlog"), "less by ExpiredCount")
 }
+
+// A batch larger than one write statement (ExpireWriteChunk) is written by
+// several statements in its one transaction: every purchase expires with
+// one event; a row refused in the second statement rolls back the first's
+// too, and the redo row by row sets that row alone aside.
+func TestExpireBatchWrittenInChunks(t *testing.T) {
+	t.Parallel()
+	b := newExpireBundle(t)
+	n := ExpireWriteChunk + 5
+	ids := b.insertDue(t, n)
+	bad := ids[n-2]
+	b.failUpdatesOf(t, bad, "23514")
+
+	res := b.run(t, n, 1)
+
+	require.Equal(t, n-1, res.Expired)
+	require.Equal(t, 1, res.Failed)
+	require.Equal(t, 1, res.Batches)
+	require.Equal(t, "Active", b.row(t, bad).Status)
+	events := b.expiredEvents(t)
+	require.Len(t, events, n-1)
+	for id, evs := range events {
+		require.NotEqual(t, bad, id)
+		require.Len(t, evs, 1, "purchase %s", id)
+	}
+}
