@@ -193,3 +193,23 @@ func TestFrozenExpiryBatchLetsGoWithinTheBound(t *testing.T) {
 		})
 	}
 }
+
+// TestFrozenSnapshotLetsGoWithinTheBound freezes `pin promotion snapshot`
+// at its largest batch (1000 purchases locked FOR SHARE) as soon as the
+// batch holds them: an operator's pool has no bounds of its own, so the
+// batch sets the expiry's, and lets go within the same bound.
+func TestFrozenSnapshotLetsGoWithinTheBound(t *testing.T) {
+	t.Parallel()
+	db := frozenDB{testbed.NewDatabase(t)}
+	db.seedDue(t, 1000)
+	cmd := pinCmd(context.Background(), []string{"PIN_DATABASE_URL=" + db.URL},
+		"promotion", "snapshot", "--batch-size", "1000", "--rate", "100000")
+	out := &testbed.LogBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+
+	seen := db.freezeHolding(t, cmd)
+
+	t.Logf("snapshot batch of 1000 frozen holding its purchases: held %v from the transaction's start; waits seen %v",
+		seen.held.Round(time.Millisecond), seen.waits)
+	require.Less(t, seen.held, frozenHoldBound, "no lock older than the bound")
+}
