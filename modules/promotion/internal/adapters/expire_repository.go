@@ -84,6 +84,15 @@ func (t ExpireTimeouts) args() pgx.NamedArgs {
 		"idle_in_transaction_session_timeout": ms(t.IdleInTransaction), "tcp_user_timeout": ms(t.Unread)}
 }
 
+// frozenClientArgs are t's bounds on a frozen client alone, named as in
+// batchSession: for the other transactions that hold purchases (a cancel, a
+// snapshot batch).
+func (t ExpireTimeouts) frozenClientArgs() pgx.NamedArgs {
+	all := t.args()
+	return pgx.NamedArgs{"idle_in_transaction_session_timeout": all["idle_in_transaction_session_timeout"],
+		"tcp_user_timeout": all["tcp_user_timeout"]}
+}
+
 var _ app.ExpireBatchStorage = (*ExpireRepository)(nil)
 
 // NewExpireRepository returns the repository. It publishes each event to

@@ -172,10 +172,7 @@ const snapshotSession = `SELECT set_config('idle_in_transaction_session_timeout'
 	set_config('tcp_user_timeout', @tcp_user_timeout, true)`
 
 // snapshotSessionArgs are snapshotSession's parameters: DefaultExpireTimeouts'.
-var snapshotSessionArgs = pgx.NamedArgs{
-	"idle_in_transaction_session_timeout": DefaultExpireTimeouts.args()["idle_in_transaction_session_timeout"],
-	"tcp_user_timeout":                    DefaultExpireTimeouts.args()["tcp_user_timeout"],
-}
+var snapshotSessionArgs = DefaultExpireTimeouts.frozenClientArgs()
 
 // lockSnapshotAt locks the snapshot's row until the batch commits, so two
 // processes resuming one snapshot take turns, and checks that it stands at
