@@ -789,3 +789,55 @@ func TestExpireBacklogGaugeIsTheLastCyclesCount(t *testing.T) {
 	require.Equal(t, 9, rest.Expired)
 	require.Zero(t, b.metric(t, "promotion_expire_backlog"), "less by ExpiredCount")
 }
+
+// A batch larger than one write statement (ExpireWriteChunk) is written by
+// several statements in its one transaction: every purchase expires with
+// one event; a row refused in the second statement rolls back the first's
+// too, and the redo row by row sets that row alone aside.
+func TestExpireBatchWrittenInChunks(t *testing.T) {
+	t.Parallel()
+	n := ExpireWriteChunk + 5
+
+	t.Run("healthy", func(t *testing.T) {
+		t.Parallel()
+		b := newExpireBundle(t)
+		b.insertDue(t, n)
+		var writes int
+		b.ctx = postgres.WithStatementObserver(b.ctx, func(query string, _ []any) {
+			if query == transitionQuery {
+				writes++
+			}
+		})
+
+		res := b.run(t, n, 1)
+
+		require.Equal(t, n, res.Expired)
+		require.Equal(t, 2, writes, "one write statement per %d purchases", ExpireWriteChunk)
+		events := b.expiredEvents(t)
+		require.Len(t, events, n)
+		for id, evs := range events {
+			require.Len(t, evs, 1, "purchase %s", id)
+		}
+	})
+
+	t.Run("a row refused in the second statement", func(t *testing.T) {
+		t.Parallel()
+		b := newExpireBundle(t)
+		ids := b.insertDue(t, n)
+		bad := ids[n-2]
+		b.failUpdatesOf(t, bad, "23514")
+
+		res := b.run(t, n, 1)
+
+		require.Equal(t, n-1, res.Expired)
+		require.Equal(t, 1, res.Failed)
+		require.Equal(t, 1, res.Batches)
+		require.Equal(t, "Active", b.row(t, bad).Status)
+		events := b.expiredEvents(t)
+		require.Len(t, events, n-1)
+		for id, evs := range events {
+			require.NotEqual(t, bad, id)
+			require.Len(t, evs, 1, "purchase %s", id)
+		}
+	})
+}
