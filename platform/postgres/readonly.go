@@ -126,8 +126,10 @@ func (w *ReadOnlyWatch) accepted() {
 	if !w.refusing.Load() {
 		return
 	}
-	w.refusing.Store(false)
+	// ends first: a write admitted once refusing is off must find every
+	// session opened before marked for dropping.
 	w.ends.Add(1)
+	w.refusing.Store(false)
 	w.logger.Info("postgres: the database accepts writes again",
 		"refused", w.count, "duration", time.Since(w.since).Round(time.Millisecond).String())
 }
