@@ -51,6 +51,10 @@ type ReadOnlyWatch struct {
 	// refusing is read by every statement's end (see TraceQueryEnd) and
 	// every write's admission, hence apart from mu.
 	refusing atomic.Bool
+	// begun counts the episodes begun: a statement that began before the
+	// current one (in a transaction that began while writes were taken)
+	// does not end it by succeeding.
+	begun atomic.Int64
 	// ends counts the episodes that ended; a session opened before the
 	// last end may be on the server that refused, and is dropped.
 	ends  atomic.Int64
@@ -106,6 +110,7 @@ func (w *ReadOnlyWatch) refused(err error) {
 	if w.refusing.Load() {
 		return
 	}
+	w.begun.Add(1)
 	w.refusing.Store(true)
 	w.since, w.count = time.Now(), 1
 	w.waits.Reset()
@@ -281,17 +286,26 @@ func (w *ReadOnlyWatch) resetSession(_ context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// TraceQueryStart implements pgx.QueryTracer; only the end matters.
+// episodeAtStart is the context key of the episodes begun when a
+// statement started.
+type episodeAtStart struct{}
+
+// TraceQueryStart implements pgx.QueryTracer: it notes how many episodes
+// had begun when the statement started.
 func (w *ReadOnlyWatch) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return ctx
+	return context.WithValue(ctx, episodeAtStart{}, w.begun.Load())
 }
 
-// TraceQueryEnd ends an episode at the first statement that succeeds on
-// a writable session, as PostgreSQL 14+ reports it (ParameterStatus of
-// default_transaction_read_only and in_hot_standby): a writable primary is
-// reached again.
-func (w *ReadOnlyWatch) TraceQueryEnd(_ context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+// TraceQueryEnd ends an episode at the first statement started during it
+// that succeeds on a writable session, as PostgreSQL 14+ reports it
+// (ParameterStatus of default_transaction_read_only and in_hot_standby): a
+// writable primary is reached again. A statement already running when the
+// episode began may succeed on a session the server has not switched yet.
+func (w *ReadOnlyWatch) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
 	if data.Err != nil || !w.refusing.Load() {
+		return
+	}
+	if started, _ := ctx.Value(episodeAtStart{}).(int64); started != w.begun.Load() {
 		return
 	}
 	if c := conn.PgConn(); c.ParameterStatus("default_transaction_read_only") == "off" && c.ParameterStatus("in_hot_standby") != "on" {

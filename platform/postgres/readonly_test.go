@@ -278,3 +278,39 @@ func TestSessionsLeftOnTheOldPrimaryAreDroppedWhenWritesComeBack(t *testing.T) {
 	f.standby.SetReadOnly(false)
 	f.requireWritesComeBack(t, watch, 6)
 }
+
+// TestAStatementRunningWhenWritesStopDoesNotEndTheEpisode: a statement
+// already running when the primary turns read-only succeeds on a session
+// the server has not switched yet; that is no sign writes are back, and
+// the episode a refused write began goes on.
+func TestAStatementRunningWhenWritesStopDoesNotEndTheEpisode(t *testing.T) {
+	t.Parallel()
+	f := &failoverBundle{testBundle: setup(t), primary: testbed.StartDatabaseHost(t), reg: prometheus.NewRegistry(), logs: &testbed.LogBuffer{}}
+	pool, watch := f.openOn(t, testbed.HostListURL(t, f.db.URL, []string{f.primary.Addr()}, nil), 2)
+	f.pool = pool
+	const marker = "SELECT pg_sleep(0.5) AS running_when_writes_stop"
+	running := make(chan error, 1)
+	go func() {
+		_, err := pool.ExecContext(t.Context(), marker)
+		running <- err
+	}()
+	testbed.Eventually(t, func() error {
+		var n int
+		if err := f.db.SQL.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE query = $1 AND state = 'active'`, marker).Scan(&n); err != nil {
+			return err
+		}
+		if n != 1 {
+			return errors.New("the statement is not running yet")
+		}
+		return nil
+	})
+
+	f.primary.SetReadOnly(true)
+	require.True(t, postgres.IsReadOnly(f.write(t)), "a write on another session is refused")
+	require.NoError(t, <-running, "the statement that was running succeeds")
+	require.True(t, postgres.IsReadOnly(watch.AdmitWrite()), "and the episode goes on")
+	require.Empty(t, f.logs.Records(t, "postgres: the database accepts writes again"))
+
+	f.primary.SetReadOnly(false)
+	f.requireWritesComeBack(t, watch, 2)
+}
