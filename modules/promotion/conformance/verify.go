@@ -1,0 +1,343 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pinmarket/pin/modules/promotion/contract"
+	"github.com/pinmarket/pin/modules/promotion/contract/scenarios"
+)
+
+// The environment the consumer and the effects command are started with
+// (interfaces.md).
+const (
+	EnvBrokers = "PIN_CONTRACT_BROKERS"
+	EnvTopic   = "PIN_CONTRACT_TOPIC"
+	EnvGroup   = "PIN_CONTRACT_GROUP"
+)
+
+// ErrScenariosFailed is a run with a FAIL line.
+var ErrScenariosFailed = errors.New("contract verify: a scenario failed")
+
+// Config is one run of `pin contract verify`.
+type Config struct {
+	// Consumer is the consumer under test, run with sh -c.
+	Consumer string
+	// Effects prints the consumer's side effects so far, one JSON object a
+	// line; run with sh -c.
+	Effects string
+	// Brokers is a Kafka cluster to use; none: the embedded broker.
+	Brokers []string
+	// Scenarios are the scenarios to run, in order; none: scenarios.All.
+	Scenarios []scenarios.Scenario
+	// Crash also kills the consumer at its offset commits.
+	Crash bool
+	// Timeout bounds how long a scenario waits for the group's commits,
+	// and each run of the effects command.
+	Timeout time.Duration
+	// Environ is the environment the commands start with, before the
+	// PIN_CONTRACT_* variables.
+	Environ []string
+	// Stdout gets the PASS and FAIL lines; Stderr the commands' output
+	// and the run's notes.
+	Stdout, Stderr io.Writer
+}
+
+// Verify runs the consumer through the scenarios and prints one PASS or
+// FAIL line each to Stdout; it returns ErrScenariosFailed (wrapped) when
+// one failed.
+func Verify(ctx context.Context, c Config) error {
+	chosen := c.Scenarios
+	if len(chosen) == 0 {
+		chosen = scenarios.All()
+	}
+	broker := &verifyBroker{addrs: c.Brokers, close: func() {}}
+	if len(c.Brokers) == 0 {
+		b, err := startVerifyBroker()
+		if err != nil {
+			return err
+		}
+		broker = b
+	}
+	defer broker.close()
+	v := &verifier{
+		consumerCmd: c.Consumer, effectsCmd: c.Effects, crash: c.Crash, timeout: c.Timeout, broker: broker,
+		group: "pin-contract-verify-" + uuid.NewString()[:8], stdout: c.Stdout, stderr: &lockedWriter{w: c.Stderr}, kills: make(chan killedAt, 2),
+	}
+	v.env = append(slices.Clone(c.Environ), EnvBrokers+"="+strings.Join(broker.addrs, ","),
+		EnvTopic+"="+contract.Topic, EnvGroup+"="+v.group)
+	return v.run(ctx, chosen)
+}
+
+// verifyBroker is the Kafka-protocol broker a verify run talks to.
+type verifyBroker struct {
+	addrs []string
+	close func()
+	// onCommit, for the embedded broker only, calls fn with each offset
+	// commit before it is applied; fn returning true drops it.
+	onCommit func(fn func(*kmsg.OffsetCommitRequest) (drop bool))
+}
+
+// verifier is one run of `pin contract verify`.
+type verifier struct {
+	consumerCmd, effectsCmd string
+	crash                   bool
+	timeout                 time.Duration
+	broker                  *verifyBroker
+	group                   string
+	env                     []string
+	stdout, stderr          io.Writer
+	client                  *kgo.Client
+	admin                   *kadm.Client
+
+	mu        sync.Mutex       // guards what the broker's commit watcher shares
+	proc      *consumerProcess // the consumer running now
+	armed     []killPoint      // where to kill it next, at its next commit that moves the group on
+	committed map[int32]int64  // the group's commits applied, by partition
+	kills     chan killedAt    // at most the two armed points a scenario, read before the next is armed
+}
+
+// run is the whole of a verify run: it starts the consumer, then for each
+// scenario produces its records, waits until the group committed past
+// them (restarting the consumer wherever --crash killed it), reads the
+// effects and judges them; one PASS or FAIL line each.
+func (v *verifier) run(ctx context.Context, chosen []scenarios.Scenario) error {
+	// Uncompressed, as the relay's Sarama producer writes them (its default):
+	// franz-go would snappy them, which some clients (kafkajs) cannot read alone.
+	client, err := kgo.NewClient(kgo.SeedBrokers(v.broker.addrs...), kgo.DefaultProduceTopic(contract.Topic),
+		kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		return fmt.Errorf("contract verify: kafka client: %w", err)
+	}
+	defer client.Close()
+	v.client, v.admin = client, kadm.NewClient(client)
+	if err := v.createTopic(ctx); err != nil {
+		return err
+	}
+	if v.crash && v.broker.onCommit != nil {
+		v.committed = map[int32]int64{}
+		v.broker.onCommit(v.watchCommit)
+	}
+	if err := v.startConsumer(); err != nil {
+		return err
+	}
+	defer func() { v.current().stop() }()
+
+	failed := 0
+	var mine []scenarios.Scenario // the run's scenarios so far: whose effects say what the consumer acts on
+	for _, s := range chosen {
+		mine = append(mine, s)
+		fails := v.scenario(ctx, s, mine)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if len(fails) == 0 {
+			fmt.Fprintf(v.stdout, "PASS %s\n", s.Name)
+			continue
+		}
+		failed++
+		fmt.Fprintf(v.stdout, "FAIL %s: %s\n", s.Name, strings.Join(fails, "; "))
+	}
+	if failed > 0 {
+		return fmt.Errorf("%w: %d of %d", ErrScenariosFailed, failed, len(chosen))
+	}
+	return nil
+}
+
+// scenario runs one scenario and returns what broke.
+func (v *verifier) scenario(ctx context.Context, s scenarios.Scenario, mine []scenarios.Scenario) []string {
+	if v.current().gone() {
+		if err := v.startConsumer(); err != nil {
+			return []string{err.Error()}
+		}
+	}
+	records := make([]*kgo.Record, len(s.Records))
+	for i, r := range s.Records {
+		rec := r.Record()
+		records[i] = &kgo.Record{Key: rec.Key, Value: rec.Value}
+		for _, k := range slices.Sorted(maps.Keys(rec.Headers)) {
+			records[i].Headers = append(records[i].Headers, kgo.RecordHeader{Key: k, Value: []byte(rec.Headers[k])})
+		}
+	}
+	v.arm()
+	defer v.disarm()
+	if err := v.client.ProduceSync(ctx, records...).FirstErr(); err != nil {
+		return []string{fmt.Sprintf("produce the scenario's records: %v", err)}
+	}
+	past := map[int32]int64{}
+	for _, r := range records {
+		past[r.Partition] = max(past[r.Partition], r.Offset+1)
+	}
+	if v.crash && v.broker.onCommit == nil {
+		v.killAtRandom(ctx)
+	}
+	if err := v.waitCommittedPast(ctx, past); err != nil {
+		return []string{err.Error()}
+	}
+	select {
+	case k := <-v.kills: // killed right after the commit that got it past: started again for the next scenario
+		v.restartAfterKill(ctx, k)
+	default:
+	}
+	effects, err := v.readEffects(ctx)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	return judge(s, mine, effects)
+}
+
+// judge holds the effects against s. Which statuses the consumer acts on is
+// read from its effects (reversals aside) for every purchase of the run so
+// far: a status it acted on once, it must act on whenever it is due.
+func judge(s scenarios.Scenario, mine []scenarios.Scenario, effects []scenarios.Effect) []string {
+	ours := map[uuid.UUID]bool{}
+	for _, m := range mine {
+		for _, p := range m.Purchases {
+			ours[p.ID] = true
+		}
+	}
+	actsOn := map[contract.Status]bool{}
+	for _, e := range effects {
+		if ours[e.PurchaseID] && e.Kind == "" { // a reversal is never required
+			actsOn[e.Status] = true
+		}
+	}
+	fails := scenarios.Judge(s, effects, func(st contract.Status) bool { return actsOn[st] })
+	if len(actsOn) == 0 && slices.ContainsFunc(s.Effects, func(e scenarios.ExpectedEffect) bool { return e.Due }) {
+		fails = append(fails, "the effects command printed no effect of any purchase of this run (want one line per effect the consumer made)")
+	}
+	return fails
+}
+
+// createTopic creates the topic with 3 partitions, as the producer's is;
+// on --brokers it may exist already.
+func (v *verifier) createTopic(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, v.timeout)
+	defer cancel()
+	r, err := v.admin.CreateTopic(ctx, 3, -1, nil, contract.Topic)
+	if err == nil {
+		err = r.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("contract verify: create %s on %s: %w", contract.Topic, strings.Join(v.broker.addrs, ","), err)
+	}
+	return nil
+}
+
+// waitCommittedPast polls the group's committed offsets until each
+// partition's is at least past's. A consumer --crash killed is taken out of
+// the group and started again, and the wait starts over; one that exits by
+// itself fails the scenario.
+func (v *verifier) waitCommittedPast(ctx context.Context, past map[int32]int64) error {
+	deadline := time.Now().Add(v.timeout)
+	var behind []string
+	for {
+		behind = behind[:0]
+		offsets, err := v.admin.FetchOffsets(ctx, v.group)
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			offsets, err = kadm.OffsetResponses{}, nil // nothing committed yet
+		}
+		if err == nil {
+			for _, p := range slices.Sorted(maps.Keys(past)) {
+				o, ok := offsets.Lookup(contract.Topic, p)
+				if !ok || o.At < past[p] {
+					at := int64(-1)
+					if ok {
+						at = o.At
+					}
+					behind = append(behind, fmt.Sprintf("partition %d at %d of %d", p, at, past[p]))
+				}
+			}
+			if len(behind) == 0 {
+				return nil
+			}
+		}
+		proc := v.current()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case k := <-v.kills:
+			v.restartAfterKill(ctx, k)
+			deadline = time.Now().Add(v.timeout)
+			continue
+		case <-proc.exited:
+			if proc.killed.Load() {
+				continue // the kill's report is on its way
+			}
+			return fmt.Errorf("the consumer exited (%v) before group %s committed past the scenario's records (%s)",
+				proc.err, v.group, strings.Join(behind, ", "))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("the committed offsets of group %s could not be read within %s: %v", v.group, v.timeout, err)
+			}
+			return fmt.Errorf("group %s did not commit past the scenario's records within %s (%s): does the consumer commit with %s?",
+				v.group, v.timeout, strings.Join(behind, ", "), EnvGroup)
+		}
+	}
+}
+
+// readEffects runs the effects command and parses its lines.
+func (v *verifier) readEffects(ctx context.Context) ([]scenarios.Effect, error) {
+	ctx, cancel := context.WithTimeout(ctx, v.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", v.effectsCmd)
+	cmd.Env = v.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, v.stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("the effects command failed: %v", err)
+	}
+	var effects []scenarios.Effect
+	lines := bufio.NewScanner(&out)
+	lines.Buffer(nil, 1<<20)
+	for n := 1; lines.Scan(); n++ {
+		line := strings.TrimSpace(lines.Text())
+		if line == "" {
+			continue
+		}
+		var e scenarios.Effect
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.PurchaseID == uuid.Nil || e.Status == "" || e.Version == 0 {
+			return nil, fmt.Errorf(`the effects command's line %d is not an effect {"purchaseId":"…","status":"…","version":N}: %.200q`, n, line)
+		}
+		effects = append(effects, e)
+	}
+	return effects, lines.Err()
+}
+
+// consumerProcess is one start of the consumer command, in a process group
+
+// ErrNoEmbeddedBroker is a run without Brokers in a build without the
+// embedded broker (-tags production).
+var ErrNoEmbeddedBroker = errors.New("contract verify: no embedded broker in this build (built with -tags production); give --brokers HOST:PORT, or build a binary with it: make build")
+
+// lockedWriter serialises the writes of the commands and the run to one
+// writer, which need not be safe for concurrent use.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
