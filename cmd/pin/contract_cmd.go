@@ -29,7 +29,7 @@ func contractCommand(ctx context.Context, args, environ []string, stdout, stderr
 	var names stringList
 	fs.Var(&names, "scenario", "run only this scenario (repeatable): "+strings.Join(scenarios.Names(), ", "))
 	crash := fs.Bool("crash", false, "also SIGKILL the consumer at its offset commits (before and after one is applied) and start it again")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long a scenario may take the consumer to commit past its records, and the effects command to answer")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long a scenario may take the consumer to commit past its records, and each run of the effects command (killed with its process group past it)")
 	if err := parseFlags(fs, synopsis, args[1:], stdout); err != nil {
 		return err
 	}

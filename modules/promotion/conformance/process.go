@@ -1,13 +1,97 @@
 package conformance
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 )
 
+// EnvRun marks every process a run starts, and so what they start: the
+// sweep at the end of the run finds by it whatever outlived its command,
+// even a process that left its process group (setsid).
+const EnvRun = "PIN_CONTRACT_RUN"
+
+// OutputCap is the most the effects and dead-letters commands may print in
+// one run of theirs; past it the command is killed and the scenario fails.
+const OutputCap = 16 << 20
+
+// waitDelay is how long a command's output is still read once it exited or
+// was killed: a child that left its process group holding the pipe does not
+// hold the run.
+const waitDelay = time.Second
+
+// shell is sh -c script in a process group of its own with the run's
+// environment; when ctx is done the whole group is killed, not sh alone.
+func (v *verifier) shell(ctx context.Context, script string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	cmd.Env = v.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = waitDelay
+	return cmd
+}
+
+// output runs a command that reports (effects, dead letters) within the
+// run's timeout and returns what it printed; what does not fit OutputCap,
+// a command still running at the timeout and a failed one are errors that
+// say so. Whatever it left running in its group is killed.
+func (v *verifier) output(ctx context.Context, what, script string) ([]byte, error) {
+	bounded, cancel := context.WithTimeout(ctx, v.timeout)
+	defer cancel()
+	cmd := v.shell(bounded, script)
+	out := &cappedBuffer{limit: OutputCap, exceeded: cancel}
+	cmd.Stdout, cmd.Stderr = out, v.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("the %s command could not start: %v", what, err)
+	}
+	v.noteGroup(cmd.Process.Pid)
+	err := cmd.Wait()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case out.over:
+		return nil, fmt.Errorf("the %s command printed more than %d MiB, the most a run of it may print", what, OutputCap>>20)
+	case bounded.Err() != nil:
+		return nil, fmt.Errorf("the %s command did not finish within %s (--timeout); it was killed with its process group", what, v.timeout)
+	case err != nil && !errors.Is(err, exec.ErrWaitDelay): // ErrWaitDelay: it succeeded, a child kept the pipe
+		return nil, fmt.Errorf("the %s command failed: %v", what, err)
+	}
+	return out.buf.Bytes(), nil
+}
+
+// cappedBuffer keeps what is written up to limit; past it, it keeps nothing
+// more and calls exceeded once.
+type cappedBuffer struct {
+	buf      bytes.Buffer
+	limit    int
+	over     bool
+	exceeded func()
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if c.over {
+		return len(p), nil
+	}
+	if c.buf.Len()+len(p) > c.limit {
+		c.over = true
+		c.exceeded()
+		return len(p), nil
+	}
+	return c.buf.Write(p)
+}
+
+// consumerProcess is one start of the consumer command, in a process group
 // of its own so that a kill reaches what sh -c started.
 type consumerProcess struct {
 	cmd    *exec.Cmd
@@ -22,9 +106,11 @@ func (v *verifier) startConsumer() error {
 	cmd.Env = v.env
 	cmd.Stdout, cmd.Stderr = v.stderr, v.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = waitDelay
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("contract verify: start the consumer: %w", err)
 	}
+	v.noteGroup(cmd.Process.Pid)
 	p := &consumerProcess{cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
@@ -59,12 +145,14 @@ func (p *consumerProcess) gone() bool {
 }
 
 // stop ends the consumer at the end of the run: SIGTERM to its process
-// group, and SIGKILL to what is left of it 5 s later (sh may be gone while
-// the consumer it started still shuts down).
-func (p *consumerProcess) stop() {
+// group (SIGCONT too, should it be frozen), and SIGKILL to what is left of
+// it after grace (sh may be gone while the consumer it started still shuts
+// down).
+func (p *consumerProcess) stop(grace time.Duration) {
 	group := -p.cmd.Process.Pid
 	_ = syscall.Kill(group, syscall.SIGTERM)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	_ = syscall.Kill(group, syscall.SIGCONT)
+	for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if syscall.Kill(group, 0) != nil {
 			break // no process left in the group
 		}
@@ -73,5 +161,41 @@ func (p *consumerProcess) stop() {
 	<-p.exited
 }
 
-// arm sets where --crash kills the consumer during the next scenario: at
-// its first commit that moves the group on, before the commit is applied;
+// noteGroup remembers a process group the run made, for the sweep.
+func (v *verifier) noteGroup(pgid int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.groups[pgid] = true
+}
+
+// sweep kills every process that still carries the run's marker, and
+// returns those that had left the process groups the run made (setsid,
+// daemons), as `pid N ("cmdline")`. It finds nothing where there is no
+// /proc.
+func (v *verifier) sweep() []string {
+	v.mu.Lock()
+	groups := v.groups
+	v.mu.Unlock()
+	marker := []byte(EnvRun + "=" + v.runID + "\x00")
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var escaped []string
+	for _, dir := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(dir))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		environ, err := os.ReadFile(dir + "/environ")
+		if err != nil || !bytes.Contains(append([]byte{0}, environ...), append([]byte{0}, marker...)) {
+			continue
+		}
+		pgid, _ := syscall.Getpgid(pid)
+		if syscall.Kill(pid, syscall.SIGKILL) != nil || groups[pgid] {
+			continue
+		}
+		cmdline, _ := os.ReadFile(dir + "/cmdline")
+		line := strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+		escaped = append(escaped, fmt.Sprintf("pid %d (%.80q)", pid, line))
+	}
+	slices.Sort(escaped)
+	return escaped
+}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -77,12 +76,14 @@ func Verify(ctx context.Context, c Config) error {
 		broker = b
 	}
 	defer broker.close()
+	id := uuid.NewString()[:8]
 	v := &verifier{
 		consumerCmd: c.Consumer, effectsCmd: c.Effects, crash: c.Crash, timeout: c.Timeout, broker: broker,
-		group: "pin-contract-verify-" + uuid.NewString()[:8], stdout: c.Stdout, stderr: &lockedWriter{w: c.Stderr}, kills: make(chan killedAt, 2),
+		group: "pin-contract-verify-" + id, runID: id, stdout: c.Stdout, stderr: &lockedWriter{w: c.Stderr},
+		kills: make(chan killedAt, 2), groups: map[int]bool{},
 	}
 	v.env = append(slices.Clone(c.Environ), EnvBrokers+"="+strings.Join(broker.addrs, ","),
-		EnvTopic+"="+contract.Topic, EnvGroup+"="+v.group)
+		EnvTopic+"="+contract.Topic, EnvGroup+"="+v.group, EnvRun+"="+v.runID)
 	return v.run(ctx, chosen)
 }
 
@@ -102,6 +103,7 @@ type verifier struct {
 	timeout                 time.Duration
 	broker                  *verifyBroker
 	group                   string
+	runID                   string // EnvRun's value: what the run started carries it
 	env                     []string
 	stdout, stderr          io.Writer
 	client                  *kgo.Client
@@ -112,6 +114,7 @@ type verifier struct {
 	armed     []killPoint      // where to kill it next, at its next commit that moves the group on
 	committed map[int32]int64  // the group's commits applied, by partition
 	kills     chan killedAt    // at most the two armed points a scenario, read before the next is armed
+	groups    map[int]bool     // the process groups the run made
 }
 
 // run is the whole of a verify run: it starts the consumer, then for each
@@ -138,7 +141,7 @@ func (v *verifier) run(ctx context.Context, chosen []scenarios.Scenario) error {
 	if err := v.startConsumer(); err != nil {
 		return err
 	}
-	defer func() { v.current().stop() }()
+	defer v.cleanUp(ctx)
 
 	failed := 0
 	var mine []scenarios.Scenario // the run's scenarios so far: whose effects say what the consumer acts on
@@ -146,7 +149,7 @@ func (v *verifier) run(ctx context.Context, chosen []scenarios.Scenario) error {
 		mine = append(mine, s)
 		fails := v.scenario(ctx, s, mine)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return fmt.Errorf("contract verify: stopped before scenario %s was judged: %w", s.Name, ctx.Err())
 		}
 		if len(fails) == 0 {
 			fmt.Fprintf(v.stdout, "PASS %s\n", s.Name)
@@ -297,17 +300,12 @@ func (v *verifier) waitCommittedPast(ctx context.Context, past map[int32]int64) 
 
 // readEffects runs the effects command and parses its lines.
 func (v *verifier) readEffects(ctx context.Context) ([]scenarios.Effect, error) {
-	ctx, cancel := context.WithTimeout(ctx, v.timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", v.effectsCmd)
-	cmd.Env = v.env
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, v.stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("the effects command failed: %v", err)
+	out, err := v.output(ctx, "effects", v.effectsCmd)
+	if err != nil {
+		return nil, err
 	}
 	var effects []scenarios.Effect
-	lines := bufio.NewScanner(&out)
+	lines := bufio.NewScanner(bytes.NewReader(out))
 	lines.Buffer(nil, 1<<20)
 	for n := 1; lines.Scan(); n++ {
 		line := strings.TrimSpace(lines.Text())
@@ -320,7 +318,24 @@ func (v *verifier) readEffects(ctx context.Context) ([]scenarios.Effect, error) 
 		}
 		effects = append(effects, e)
 	}
-	return effects, lines.Err()
+	if err := lines.Err(); err != nil {
+		return nil, fmt.Errorf("the effects command's output: %v", err)
+	}
+	return effects, nil
+}
+
+// cleanUp ends the run: it stops the consumer (at once when ctx is done: a
+// signal ends a run within 2 s), then kills whatever the run started that
+// is still running, and notes what had left its process group.
+func (v *verifier) cleanUp(ctx context.Context) {
+	grace := 5 * time.Second
+	if ctx.Err() != nil {
+		grace = 300 * time.Millisecond
+	}
+	v.current().stop(grace)
+	for _, p := range v.sweep() {
+		fmt.Fprintf(v.stdout, "NOTE %s was still running after the run, outside the process group of the command that started it; killed it\n", p)
+	}
 }
 
 // consumerProcess is one start of the consumer command, in a process group
