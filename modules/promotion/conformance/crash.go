@@ -29,6 +29,8 @@ type killedAt struct {
 	instanceID *string
 }
 
+// arm sets where --crash kills the consumer during the next scenario: at
+// its first commit that moves the group on, before the commit is applied;
 // then, started again, right after its next one is.
 func (v *verifier) arm() {
 	v.mu.Lock()
@@ -45,32 +47,50 @@ func (v *verifier) disarm() {
 }
 
 // watchCommit is called by the embedded broker with each offset commit,
-// before it is applied; it kills the consumer there when a point is armed
-// and the commit moves the group on. It returns whether to drop the commit.
-// The group reads one topic, which a commit of version 10 names by id
-// alone: every partition counts.
-func (v *verifier) watchCommit(req *kmsg.OffsetCommitRequest) bool {
+// before it is applied; hold runs a function while the broker holds the
+// commit and serves everything else. A commit that moves the group past a
+// record whose effect was not seen yet is judged first (judgeCommit). With
+// --crash armed, a commit that moves the group on kills the consumer: one
+// is dropped, unjudged, since it never counts. It returns whether to drop
+// the commit. The group reads one topic, which a commit of version 10
+// names by id alone: every partition counts.
+func (v *verifier) watchCommit(req *kmsg.OffsetCommitRequest, hold func(func())) (drop bool) {
 	if req.Group != v.group {
 		return false
 	}
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	moves := false
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			moves = moves || p.Offset > v.committed[p.Partition]
 		}
 	}
-	if !moves || len(v.armed) == 0 {
-		v.applied(req)
-		return false
+	var point killPoint
+	if moves && len(v.armed) > 0 {
+		point = v.armed[0]
+		v.armed = v.armed[1:]
 	}
-	point := v.armed[0]
-	v.armed = v.armed[1:]
-	v.proc.kill()
-	v.kills <- killedAt{point: point, memberID: req.MemberID, instanceID: req.InstanceID}
 	if point == killBeforeCommit {
+		v.proc.kill()
+		v.kills <- killedAt{point: point, memberID: req.MemberID, instanceID: req.InstanceID}
+		v.mu.Unlock()
 		return true
+	}
+	records, unknown := v.covered(req)
+	look := v.needsLook(records) || (unknown && v.verdicts.producing != nil)
+	v.mu.Unlock()
+
+	if look {
+		hold(func() { v.judgeCommit(v.ctx, req) })
+	} else {
+		v.settle(records, nil)
+	}
+
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if point == killAfterCommit {
+		v.proc.kill()
+		v.kills <- killedAt{point: point, memberID: req.MemberID, instanceID: req.InstanceID}
 	}
 	v.applied(req)
 	return false

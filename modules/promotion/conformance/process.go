@@ -178,7 +178,7 @@ func (v *verifier) sweep() []string {
 	v.mu.Unlock()
 	marker := []byte(EnvRun + "=" + v.runID + "\x00")
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	var escaped []string
+	var escaped, killed []string
 	for _, dir := range dirs {
 		pid, err := strconv.Atoi(filepath.Base(dir))
 		if err != nil || pid == os.Getpid() {
@@ -189,12 +189,24 @@ func (v *verifier) sweep() []string {
 			continue
 		}
 		pgid, _ := syscall.Getpgid(pid)
-		if syscall.Kill(pid, syscall.SIGKILL) != nil || groups[pgid] {
+		cmdline, _ := os.ReadFile(dir + "/cmdline")
+		if syscall.Kill(pid, syscall.SIGKILL) != nil {
 			continue
 		}
-		cmdline, _ := os.ReadFile(dir + "/cmdline")
+		killed = append(killed, dir)
+		if groups[pgid] {
+			continue
+		}
 		line := strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
 		escaped = append(escaped, fmt.Sprintf("pid %d (%.80q)", pid, line))
+	}
+	for _, dir := range killed { // soon gone, or a zombie without environment
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			environ, err := os.ReadFile(dir + "/environ")
+			if err != nil || !bytes.Contains(append([]byte{0}, environ...), append([]byte{0}, marker...)) {
+				break
+			}
+		}
 	}
 	slices.Sort(escaped)
 	return escaped

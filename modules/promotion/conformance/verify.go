@@ -80,7 +80,7 @@ func Verify(ctx context.Context, c Config) error {
 	v := &verifier{
 		consumerCmd: c.Consumer, effectsCmd: c.Effects, crash: c.Crash, timeout: c.Timeout, broker: broker,
 		group: "pin-contract-verify-" + id, runID: id, stdout: c.Stdout, stderr: &lockedWriter{w: c.Stderr},
-		kills: make(chan killedAt, 2), groups: map[int]bool{},
+		kills: make(chan killedAt, 2), groups: map[int]bool{}, committed: map[int32]int64{}, verdicts: newCommitVerdicts(),
 	}
 	v.env = append(slices.Clone(c.Environ), EnvBrokers+"="+strings.Join(broker.addrs, ","),
 		EnvTopic+"="+contract.Topic, EnvGroup+"="+v.group, EnvRun+"="+v.runID)
@@ -92,8 +92,10 @@ type verifyBroker struct {
 	addrs []string
 	close func()
 	// onCommit, for the embedded broker only, calls fn with each offset
-	// commit before it is applied; fn returning true drops it.
-	onCommit func(fn func(*kmsg.OffsetCommitRequest) (drop bool))
+	// commit before it is applied, and hold, which runs a function while the
+	// broker holds that commit and serves every other request; fn returning
+	// true drops the commit.
+	onCommit func(fn func(req *kmsg.OffsetCommitRequest, hold func(func())) (drop bool))
 }
 
 // verifier is one run of `pin contract verify`.
@@ -115,6 +117,8 @@ type verifier struct {
 	committed map[int32]int64  // the group's commits applied, by partition
 	kills     chan killedAt    // at most the two armed points a scenario, read before the next is armed
 	groups    map[int]bool     // the process groups the run made
+	verdicts  *commitVerdicts  // what the commits showed
+	ctx       context.Context  // the run's, for the commit watcher
 }
 
 // run is the whole of a verify run: it starts the consumer, then for each
@@ -134,9 +138,11 @@ func (v *verifier) run(ctx context.Context, chosen []scenarios.Scenario) error {
 	if err := v.createTopic(ctx); err != nil {
 		return err
 	}
-	if v.crash && v.broker.onCommit != nil {
-		v.committed = map[int32]int64{}
+	v.ctx = ctx
+	if v.broker.onCommit != nil {
 		v.broker.onCommit(v.watchCommit)
+	} else {
+		fmt.Fprintln(v.stdout, "NOTE on --brokers the run cannot see the offset commits: whether a record was committed before its effect was visible was not checked")
 	}
 	if err := v.startConsumer(); err != nil {
 		return err
@@ -181,9 +187,11 @@ func (v *verifier) scenario(ctx context.Context, s scenarios.Scenario, mine []sc
 	}
 	v.arm()
 	defer v.disarm()
+	v.producingScenario()
 	if err := v.client.ProduceSync(ctx, records...).FirstErr(); err != nil {
 		return []string{fmt.Sprintf("produce the scenario's records: %v", err)}
 	}
+	v.register(s, records)
 	past := map[int32]int64{}
 	for _, r := range records {
 		past[r.Partition] = max(past[r.Partition], r.Offset+1)
@@ -192,7 +200,7 @@ func (v *verifier) scenario(ctx context.Context, s scenarios.Scenario, mine []sc
 		v.killAtRandom(ctx)
 	}
 	if err := v.waitCommittedPast(ctx, past); err != nil {
-		return []string{err.Error()}
+		return append(v.lateVerdicts(s.Name, nil, func(contract.Status) bool { return false }), err.Error())
 	}
 	select {
 	case k := <-v.kills: // killed right after the commit that got it past: started again for the next scenario
@@ -203,30 +211,32 @@ func (v *verifier) scenario(ctx context.Context, s scenarios.Scenario, mine []sc
 	if err != nil {
 		return []string{err.Error()}
 	}
-	return judge(s, mine, effects)
+	fails, actsOn := judge(s, mine, effects)
+	return append(v.lateVerdicts(s.Name, effects, actsOn), fails...)
 }
 
 // judge holds the effects against s. Which statuses the consumer acts on is
 // read from its effects (reversals aside) for every purchase of the run so
 // far: a status it acted on once, it must act on whenever it is due.
-func judge(s scenarios.Scenario, mine []scenarios.Scenario, effects []scenarios.Effect) []string {
+func judge(s scenarios.Scenario, mine []scenarios.Scenario, effects []scenarios.Effect) (fails []string, actsOn func(contract.Status) bool) {
 	ours := map[uuid.UUID]bool{}
 	for _, m := range mine {
 		for _, p := range m.Purchases {
 			ours[p.ID] = true
 		}
 	}
-	actsOn := map[contract.Status]bool{}
+	acted := map[contract.Status]bool{}
 	for _, e := range effects {
 		if ours[e.PurchaseID] && e.Kind == "" { // a reversal is never required
-			actsOn[e.Status] = true
+			acted[e.Status] = true
 		}
 	}
-	fails := scenarios.Judge(s, effects, func(st contract.Status) bool { return actsOn[st] })
-	if len(actsOn) == 0 && slices.ContainsFunc(s.Effects, func(e scenarios.ExpectedEffect) bool { return e.Due }) {
+	actsOn = func(st contract.Status) bool { return acted[st] }
+	fails = scenarios.Judge(s, effects, actsOn)
+	if len(acted) == 0 && slices.ContainsFunc(s.Effects, func(e scenarios.ExpectedEffect) bool { return e.Due }) {
 		fails = append(fails, "the effects command printed no effect of any purchase of this run (want one line per effect the consumer made)")
 	}
-	return fails
+	return fails, actsOn
 }
 
 // createTopic creates the topic with 3 partitions, as the producer's is;
@@ -250,8 +260,12 @@ func (v *verifier) createTopic(ctx context.Context) error {
 // itself fails the scenario.
 func (v *verifier) waitCommittedPast(ctx context.Context, past map[int32]int64) error {
 	deadline := time.Now().Add(v.timeout)
+	frozen := v.frozen()
 	var behind []string
 	for {
+		if f := v.frozen(); f > frozen { // the time the run held the consumer is not the consumer's
+			deadline, frozen = deadline.Add(f-frozen), f
+		}
 		behind = behind[:0]
 		offsets, err := v.admin.FetchOffsets(ctx, v.group)
 		if errors.Is(err, kerr.GroupIDNotFound) {
@@ -296,6 +310,16 @@ func (v *verifier) waitCommittedPast(ctx context.Context, past map[int32]int64) 
 				v.group, v.timeout, strings.Join(behind, ", "), EnvGroup)
 		}
 	}
+}
+
+// frozen is how long the commit watcher held the consumer so far.
+func (v *verifier) frozen() time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if since := v.verdicts.frozenSince; !since.IsZero() {
+		return v.verdicts.frozen + time.Since(since)
+	}
+	return v.verdicts.frozen
 }
 
 // readEffects runs the effects command and parses its lines.

@@ -179,6 +179,7 @@ func TestVerifyOnBrokersKillsAtRandom(t *testing.T) {
 	cfg.Scenarios = named(t, "duplicates", "relay-failover")
 	stdout, stderr, failed := verifyRun(t, cfg)
 	require.False(t, failed, stderr)
-	require.Equal(t, "PASS duplicates\nPASS relay-failover\n", stdout)
+	require.Equal(t, "NOTE on --brokers the run cannot see the offset commits: whether a record was committed before its effect was visible was not checked\n"+
+		"PASS duplicates\nPASS relay-failover\n", stdout)
 	require.Equal(t, 4, strings.Count(stderr, "killed the consumer (SIGKILL) at a random moment"), stderr)
 }
