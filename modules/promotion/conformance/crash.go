@@ -55,10 +55,11 @@ func (v *verifier) disarm() {
 // the commit. The group reads one topic, which a commit of version 10
 // names by id alone: every partition counts.
 func (v *verifier) watchCommit(req *kmsg.OffsetCommitRequest, hold func(func())) (drop bool) {
+	v.mu.Lock()
 	if req.Group != v.group {
+		v.mu.Unlock()
 		return false
 	}
-	v.mu.Lock()
 	moves := false
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {

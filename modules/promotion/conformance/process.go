@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -34,7 +36,7 @@ const waitDelay = time.Second
 // environment; when ctx is done the whole group is killed, not sh alone.
 func (v *verifier) shell(ctx context.Context, script string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "sh", "-c", script)
-	cmd.Env = v.env
+	cmd.Env = v.environ()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = waitDelay
@@ -98,20 +100,22 @@ type consumerProcess struct {
 	exited chan struct{} // closed once it exited; err then says how
 	err    error
 	killed atomic.Bool // by --crash
+	stderr *tailWriter
 }
 
 // startConsumer starts the consumer command.
 func (v *verifier) startConsumer() error {
 	cmd := exec.Command("sh", "-c", v.consumerCmd)
-	cmd.Env = v.env
-	cmd.Stdout, cmd.Stderr = v.stderr, v.stderr
+	cmd.Env = v.environ()
+	tail := &tailWriter{w: v.stderr}
+	cmd.Stdout, cmd.Stderr = v.stderr, tail
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = waitDelay
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("contract verify: start the consumer: %w", err)
 	}
 	v.noteGroup(cmd.Process.Pid)
-	p := &consumerProcess{cmd: cmd, exited: make(chan struct{})}
+	p := &consumerProcess{cmd: cmd, exited: make(chan struct{}), stderr: tail}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.exited)
@@ -159,6 +163,13 @@ func (p *consumerProcess) stop(grace time.Duration) {
 	}
 	_ = syscall.Kill(group, syscall.SIGKILL)
 	<-p.exited
+}
+
+// environ is the environment the run's commands start with.
+func (v *verifier) environ() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.env
 }
 
 // noteGroup remembers a process group the run made, for the sweep.
@@ -210,4 +221,49 @@ func (v *verifier) sweep() []string {
 	}
 	slices.Sort(escaped)
 	return escaped
+}
+
+// tailLines is how many of its last stderr lines a consumer that exits
+// is reported with, tailBytes how long they may be.
+const (
+	tailLines = 3
+	tailBytes = 600
+)
+
+// tailWriter passes what is written on to w and keeps the last lines of it.
+type tailWriter struct {
+	w    io.Writer
+	mu   sync.Mutex
+	last []byte // at most 2 × tailBytes, cut at a line start
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	t.last = append(t.last, p...)
+	if len(t.last) > 2*tailBytes {
+		cut := t.last[len(t.last)-tailBytes:]
+		if i := bytes.IndexByte(cut, '\n'); i >= 0 && i < len(cut)-1 {
+			cut = cut[i+1:]
+		}
+		t.last = slices.Clone(cut)
+	}
+	t.mu.Unlock()
+	return t.w.Write(p)
+}
+
+// ended returns the last non-empty lines written, at most tailLines of them
+// and tailBytes long.
+func (t *tailWriter) ended() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(t.last)), "\n")
+	lines = slices.DeleteFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "" })
+	if len(lines) > tailLines {
+		lines = lines[len(lines)-tailLines:]
+	}
+	out := strings.Join(lines, "\n")
+	if len(out) > tailBytes {
+		out = "…" + out[len(out)-tailBytes:]
+	}
+	return out
 }

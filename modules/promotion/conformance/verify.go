@@ -106,6 +106,7 @@ type verifier struct {
 	broker                  *verifyBroker
 	group                   string
 	runID                   string // EnvRun's value: what the run started carries it
+	groupN                  int    // how many fresh groups the run moved to
 	env                     []string
 	stdout, stderr          io.Writer
 	client                  *kgo.Client
@@ -172,7 +173,10 @@ func (v *verifier) run(ctx context.Context, chosen []scenarios.Scenario) error {
 
 // scenario runs one scenario and returns what broke.
 func (v *verifier) scenario(ctx context.Context, s scenarios.Scenario, mine []scenarios.Scenario) []string {
-	if v.current().gone() {
+	if v.current().gone() { // it exited in the scenario before, which failed for it
+		if err := v.freshGroup(ctx); err != nil {
+			return []string{err.Error()}
+		}
 		if err := v.startConsumer(); err != nil {
 			return []string{err.Error()}
 		}
@@ -239,6 +243,36 @@ func judge(s scenarios.Scenario, mine []scenarios.Scenario, effects []scenarios.
 	return fails, actsOn
 }
 
+// freshGroup moves the run to a new consumer group whose offsets are the
+// topic's end, so a consumer that exited on a record does not meet it again
+// and fail every scenario after. The records no commit moved past are no
+// longer judged at commit time.
+func (v *verifier) freshGroup(ctx context.Context) error {
+	ends, err := v.admin.ListEndOffsets(ctx, contract.Topic)
+	if err != nil {
+		return fmt.Errorf("contract verify: the topic's end offsets, for a fresh group: %w", err)
+	}
+	v.mu.Lock()
+	v.groupN++
+	v.group = fmt.Sprintf("pin-contract-verify-%s-%d", v.runID, v.groupN)
+	v.committed = map[int32]int64{}
+	v.verdicts.pending = map[int32][]sentRecord{}
+	v.env = append(slices.DeleteFunc(slices.Clone(v.env), func(e string) bool { return strings.HasPrefix(e, EnvGroup+"=") }), EnvGroup+"="+v.group)
+	group := v.group
+	v.mu.Unlock()
+	offsets := kadm.Offsets{}
+	ends.Each(func(o kadm.ListedOffset) { offsets.AddOffset(o.Topic, o.Partition, o.Offset, -1) })
+	resp, err := v.admin.CommitOffsets(ctx, group, offsets)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("contract verify: start group %s at the topic's end: %w", group, err)
+	}
+	fmt.Fprintf(v.stderr, "pin: contract verify: the consumer exited; starting it again with group %s, at the topic's end\n", group)
+	return nil
+}
+
 // createTopic creates the topic with 3 partitions, as the producer's is;
 // on --brokers it may exist already.
 func (v *verifier) createTopic(ctx context.Context) error {
@@ -298,8 +332,8 @@ func (v *verifier) waitCommittedPast(ctx context.Context, past map[int32]int64) 
 			if proc.killed.Load() {
 				continue // the kill's report is on its way
 			}
-			return fmt.Errorf("the consumer exited (%v) before group %s committed past the scenario's records (%s)",
-				proc.err, v.group, strings.Join(behind, ", "))
+			return fmt.Errorf("the consumer exited (%v) before group %s committed past the scenario's records (%s); its stderr ended: %q",
+				proc.err, v.group, strings.Join(behind, ", "), proc.stderr.ended())
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {

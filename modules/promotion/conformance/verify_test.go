@@ -183,3 +183,17 @@ func TestVerifyOnBrokersKillsAtRandom(t *testing.T) {
 		"PASS duplicates\nPASS relay-failover\n", stdout)
 	require.Equal(t, 4, strings.Count(stderr, "killed the consumer (SIGKILL) at a random moment"), stderr)
 }
+
+// TestVerifySaysWhyTheConsumerExitedAndGoesOn: a consumer that exits on an
+// unknown enum value fails that scenario with the end of its stderr; the
+// next scenario runs on a fresh group from the topic's end and passes.
+func TestVerifySaysWhyTheConsumerExitedAndGoesOn(t *testing.T) {
+	t.Parallel()
+	cfg := reference(t, "-unknown exit")
+	cfg.Scenarios = named(t, "unknown-enum-values", "duplicates")
+	stdout, stderr, failed := verifyRun(t, cfg)
+	require.True(t, failed)
+	require.Regexp(t, `^FAIL unknown-enum-values: the consumer exited \(exit status 1\) before group pin-contract-verify-\w+ committed past the scenario's records \(.*\); `+
+		`its stderr ended: "contractconsumer: \d/\d+: unknown enum value in \w+/\w+/\w+"\nPASS duplicates\n$`, stdout)
+	require.Contains(t, stderr, "starting it again with group pin-contract-verify-")
+}

@@ -11,6 +11,7 @@
 //	contractconsumer -state F -commit polled  # librdkafka's default: offsets stored when polled, committed on a timer
 //	contractconsumer -state F -commit stored  # its correct recipe: each offset stored once written, committed on a timer
 //	contractconsumer -state F -refused skip   # refuses records outside the bounds without a dead letter
+//	contractconsumer -state F -unknown exit   # exits on an unknown enum value
 //	contractconsumer -state F effects         # prints its effects, one JSON line each
 //	contractconsumer -state F dead-letters    # prints its dead letters, one JSON line each
 package main
@@ -59,6 +60,7 @@ func main() {
 	interval := flag.Duration("commit-interval", time.Second, "how often -commit polled and stored commit")
 	writeDelay := flag.Duration("write-delay", 0, "how long each record's write takes")
 	refused := flag.String("refused", "dead-letter", "dead-letter: a refused record is logged as a dead letter; skip: it is not")
+	unknown := flag.String("unknown", "keep", "keep: an unknown enum value is kept; exit: the consumer exits on it")
 	flag.Parse()
 	if *state == "" {
 		fmt.Fprintln(os.Stderr, "contractconsumer: -state is required")
@@ -71,7 +73,7 @@ func main() {
 	case "dead-letters":
 		err = printLines(*state, func(e entry) *deadLetter { return e.DeadLetter })
 	default:
-		err = consume(*state, *dedupe == "file", *refused == "dead-letter", *commit, *interval, *writeDelay)
+		err = consume(*state, *dedupe == "file", *refused == "dead-letter", *unknown == "exit", *commit, *interval, *writeDelay)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contractconsumer:", err)
@@ -118,7 +120,7 @@ func printLines[T any](path string, pick func(entry) *T) error {
 	return nil
 }
 
-func consume(path string, durable, keepDeadLetters bool, commit string, interval, writeDelay time.Duration) error {
+func consume(path string, durable, keepDeadLetters, exitOnUnknown bool, commit string, interval, writeDelay time.Duration) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	seen, versions := map[uuid.UUID]bool{}, map[uuid.UUID]int64{}
@@ -155,6 +157,7 @@ func consume(path string, durable, keepDeadLetters bool, commit string, interval
 		return err
 	}
 	defer client.Close()
+	defer client.AllowRebalance() // or Close waits for a rebalance the poll still blocks
 	quiet := slog.New(slog.DiscardHandler)
 	for ctx.Err() == nil {
 		fetches := client.PollFetches(ctx)
@@ -191,6 +194,9 @@ func consume(path string, durable, keepDeadLetters bool, commit string, interval
 				continue
 			}
 			p := e.Payload
+			if exitOnUnknown && (!p.Status.Known() || !p.PaymentStatus.Known() || !p.PackageKind.Known()) {
+				return fmt.Errorf("%d/%d: unknown enum value in %s/%s/%s", r.Partition, r.Offset, p.Status, p.PaymentStatus, p.PackageKind)
+			}
 			if seen[e.MessageID] {
 				stored()
 				continue
