@@ -15,7 +15,7 @@ import (
 // contractCommand runs `pin contract verify …`: it parses the flags and
 // hands the run to package conformance.
 func contractCommand(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
-	const synopsis = "contract verify --consumer CMD --effects CMD [--brokers HOST:PORT] [--scenario NAME]... [--crash] [--timeout D]"
+	const synopsis = "contract verify --consumer CMD --effects CMD [--dead-letters CMD] [--brokers HOST:PORT] [--scenario NAME]... [--crash] [--timeout D]"
 	if len(args) > 0 && isHelp(args[0]) {
 		return parseFlags(newFlags("contract"), synopsis, args[:1], stdout)
 	}
@@ -25,6 +25,7 @@ func contractCommand(ctx context.Context, args, environ []string, stdout, stderr
 	fs := newFlags("contract verify")
 	consumerCmd := fs.String("consumer", "", "the consumer under test, run with sh -c and "+conformance.EnvBrokers+", "+conformance.EnvTopic+", "+conformance.EnvGroup)
 	effectsCmd := fs.String("effects", "", `prints the consumer's side effects so far, one JSON object a line: {"purchaseId":"…","status":"Active","version":1} ("kind":"reversal" for a refund)`)
+	deadLettersCmd := fs.String("dead-letters", "", `prints what the consumer dead-lettered so far, one JSON object a line: {"partition":P,"offset":O,"rule":"…"}; without it, refused records are judged by effects only`)
 	brokers := fs.String("brokers", "", "a Kafka cluster to use (HOST:PORT[,HOST:PORT…]) instead of the embedded broker")
 	var names stringList
 	fs.Var(&names, "scenario", "run only this scenario (repeatable): "+strings.Join(scenarios.Names(), ", "))
@@ -41,7 +42,7 @@ func contractCommand(ctx context.Context, args, environ []string, stdout, stderr
 	case *timeout <= 0:
 		return usageError{fmt.Sprintf("contract verify: --timeout %s must be above 0", *timeout)}
 	}
-	cfg := conformance.Config{Consumer: *consumerCmd, Effects: *effectsCmd, Crash: *crash, Timeout: *timeout,
+	cfg := conformance.Config{Consumer: *consumerCmd, Effects: *effectsCmd, DeadLetters: *deadLettersCmd, Crash: *crash, Timeout: *timeout,
 		Environ: environ, Stdout: stdout, Stderr: stderr}
 	if *brokers != "" {
 		cfg.Brokers = strings.Split(*brokers, ",")

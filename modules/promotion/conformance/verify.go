@@ -42,6 +42,10 @@ type Config struct {
 	// Effects prints the consumer's side effects so far, one JSON object a
 	// line; run with sh -c.
 	Effects string
+	// DeadLetters prints the records the consumer dead-lettered so far, one
+	// JSON object a line: {"partition":P,"offset":O,"rule":"…"}; run with
+	// sh -c. None: refused records are judged by their effects alone.
+	DeadLetters string
 	// Brokers is a Kafka cluster to use; none: the embedded broker.
 	Brokers []string
 	// Scenarios are the scenarios to run, in order; none: scenarios.All.
@@ -78,7 +82,7 @@ func Verify(ctx context.Context, c Config) error {
 	defer broker.close()
 	id := uuid.NewString()[:8]
 	v := &verifier{
-		consumerCmd: c.Consumer, effectsCmd: c.Effects, crash: c.Crash, timeout: c.Timeout, broker: broker,
+		consumerCmd: c.Consumer, effectsCmd: c.Effects, deadLettersCmd: c.DeadLetters, crash: c.Crash, timeout: c.Timeout, broker: broker,
 		group: "pin-contract-verify-" + id, runID: id, stdout: c.Stdout, stderr: &lockedWriter{w: c.Stderr},
 		kills: make(chan killedAt, 2), groups: map[int]bool{}, committed: map[int32]int64{}, verdicts: newCommitVerdicts(),
 	}
@@ -101,6 +105,7 @@ type verifyBroker struct {
 // verifier is one run of `pin contract verify`.
 type verifier struct {
 	consumerCmd, effectsCmd string
+	deadLettersCmd          string
 	crash                   bool
 	timeout                 time.Duration
 	broker                  *verifyBroker
@@ -144,6 +149,9 @@ func (v *verifier) run(ctx context.Context, chosen []scenarios.Scenario) error {
 		v.broker.onCommit(v.watchCommit)
 	} else {
 		fmt.Fprintln(v.stdout, "NOTE on --brokers the run cannot see the offset commits: whether a record was committed before its effect was visible was not checked")
+	}
+	if v.deadLettersCmd == "" {
+		fmt.Fprintln(v.stdout, "NOTE without --dead-letters, refused records were judged by effects only: one the consumer skipped without dead-lettering it was not caught")
 	}
 	if err := v.startConsumer(); err != nil {
 		return err
@@ -216,7 +224,15 @@ func (v *verifier) scenario(ctx context.Context, s scenarios.Scenario, mine []sc
 		return []string{err.Error()}
 	}
 	fails, actsOn := judge(s, mine, effects)
-	return append(v.lateVerdicts(s.Name, effects, actsOn), fails...)
+	fails = append(v.lateVerdicts(s.Name, effects, actsOn), fails...)
+	if v.deadLettersCmd != "" {
+		letters, err := v.readDeadLetters(ctx)
+		if err != nil {
+			return append(fails, err.Error())
+		}
+		fails = append(fails, judgeDeadLetters(s, records, effects, letters)...)
+	}
+	return fails
 }
 
 // judge holds the effects against s. Which statuses the consumer acts on is

@@ -69,8 +69,9 @@ func reference(t *testing.T, mode string) conformance.Config {
 	require.NoError(t, err)
 	state := filepath.Join(t.TempDir(), "consumer.log")
 	return conformance.Config{
-		Consumer: fmt.Sprintf("%s -state %s %s", bin, state, mode),
-		Effects:  fmt.Sprintf("%s -state %s effects", bin, state),
+		Consumer:    fmt.Sprintf("%s -state %s %s", bin, state, mode),
+		Effects:     fmt.Sprintf("%s -state %s effects", bin, state),
+		DeadLetters: fmt.Sprintf("%s -state %s dead-letters", bin, state),
 	}
 }
 
@@ -151,7 +152,7 @@ func TestVerifyCrashFailsAConsumerThatCommitsBeforeItWrites(t *testing.T) {
 // their scenario with a line that says so.
 func TestVerifySaysWhatBroke(t *testing.T) {
 	t.Parallel()
-	stdout, _, failed := verifyRun(t, conformance.Config{Consumer: "sleep 60", Effects: "true", Timeout: time.Second,
+	stdout, _, failed := verifyRun(t, conformance.Config{Consumer: "sleep 60", Effects: "true", DeadLetters: "true", Timeout: time.Second,
 		Scenarios: named(t, "duplicates")})
 	require.True(t, failed)
 	require.Regexp(t, regexp.MustCompile(`^FAIL duplicates: group pin-contract-verify-\w+ did not commit past the scenario's records within 1s \(partition \d+ at -1 of \d+.*\): does the consumer commit with PIN_CONTRACT_GROUP\?\n$`), stdout)
@@ -162,7 +163,7 @@ func TestVerifySaysWhatBroke(t *testing.T) {
 	require.True(t, failed)
 	require.Equal(t, "FAIL duplicates: the effects command's line 1 is not an effect {\"purchaseId\":\"…\",\"status\":\"…\",\"version\":N}: \"not-an-effect\"\n", stdout)
 
-	stdout, _, failed = verifyRun(t, conformance.Config{Consumer: "exit 3", Effects: "true", Scenarios: named(t, "duplicates")})
+	stdout, _, failed = verifyRun(t, conformance.Config{Consumer: "exit 3", Effects: "true", DeadLetters: "true", Scenarios: named(t, "duplicates")})
 	require.True(t, failed)
 	require.Regexp(t, `^FAIL duplicates: the consumer exited \(exit status 3\) before group \S+ committed past the scenario's records`, stdout)
 }
@@ -196,4 +197,38 @@ func TestVerifySaysWhyTheConsumerExitedAndGoesOn(t *testing.T) {
 	require.Regexp(t, `^FAIL unknown-enum-values: the consumer exited \(exit status 1\) before group pin-contract-verify-\w+ committed past the scenario's records \(.*\); `+
 		`its stderr ended: "contractconsumer: \d/\d+: unknown enum value in \w+/\w+/\w+"\nPASS duplicates\n$`, stdout)
 	require.Contains(t, stderr, "starting it again with group pin-contract-verify-")
+}
+
+// TestVerifyJudgesDeadLetters: a consumer that dead-letters each record
+// outside the contract's bounds passes; one that skips them without a dead
+// letter fails, naming each; without --dead-letters the run says refused
+// records were judged by effects only.
+func TestVerifyJudgesDeadLetters(t *testing.T) {
+	t.Parallel()
+	cfg := reference(t, "")
+	cfg.Scenarios = named(t, "hostile-records", "unknown-enum-values")
+	stdout, stderr, failed := verifyRun(t, cfg)
+	require.False(t, failed, stderr)
+	require.Equal(t, "PASS hostile-records\nPASS unknown-enum-values\n", stdout)
+
+	cfg = reference(t, "-refused skip")
+	cfg.Scenarios = named(t, "hostile-records")
+	stdout, _, failed = verifyRun(t, cfg)
+	require.True(t, failed)
+	require.Regexp(t, `^FAIL hostile-records: a record with 5000 targets \(partition \d, offset \d+\) was neither acted on nor dead-lettered: `+
+		`a record outside the contract's bounds is dead-lettered, naming the rule it broke; a record with 11 targets `, stdout)
+	require.Equal(t, 19, strings.Count(stdout, "was neither acted on nor dead-lettered"), stdout)
+
+	cfg.DeadLetters = ""
+	stdout, _, failed = verifyRun(t, cfg)
+	require.False(t, failed)
+	require.Equal(t, "NOTE without --dead-letters, refused records were judged by effects only: one the consumer skipped without dead-lettering it was not caught\n"+
+		"PASS hostile-records\n", stdout)
+
+	cfg = reference(t, "")
+	cfg.Scenarios = named(t, "unknown-enum-values")
+	cfg.DeadLetters = `echo '{"partition":0,"offset":0,"rule":"status: unknown"}'; echo '{"partition":1,"offset":0,"rule":"status: unknown"}'; echo '{"partition":2,"offset":0,"rule":"status: unknown"}'`
+	stdout, _, failed = verifyRun(t, cfg)
+	require.True(t, failed)
+	require.Regexp(t, `^FAIL unknown-enum-values: purchase [A-D]'s \w+ \(version \d\) \(partition \d, offset 0\) was dead-lettered \("status: unknown"\), but the contract admits it`, stdout)
 }
