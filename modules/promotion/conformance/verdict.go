@@ -54,6 +54,7 @@ type commitVerdicts struct {
 	visible     map[effectKey]bool     // effects an effects run showed: they stay
 	late        map[string][]sentRecord
 	broken      map[string][]string // a commit that could not be judged, by scenario
+	looks       int                 // how many times the consumer was held
 	frozen      time.Duration       // how long the consumer was held so far: not its time
 	frozenSince time.Time           // when the hold under way began; zero when none is
 }
@@ -158,6 +159,7 @@ func (v *verifier) judgeCommit(ctx context.Context, req *kmsg.OffsetCommitReques
 	v.mu.Lock()
 	v.verdicts.frozen += time.Since(v.verdicts.frozenSince)
 	v.verdicts.frozenSince = time.Time{}
+	v.verdicts.looks++
 	v.mu.Unlock()
 	if err != nil {
 		if ctx.Err() == nil {

@@ -407,6 +407,12 @@ func (v *verifier) cleanUp(ctx context.Context) {
 		grace = 300 * time.Millisecond
 	}
 	v.current().stop(grace)
+	v.mu.Lock()
+	looks, frozen := v.verdicts.looks, v.verdicts.frozen
+	v.mu.Unlock()
+	if looks > 0 {
+		fmt.Fprintf(v.stderr, "pin: contract verify: held the consumer at %d offset commits to read its effects, %.1f s in all\n", looks, frozen.Seconds())
+	}
 	for _, p := range v.sweep() {
 		fmt.Fprintf(v.stdout, "NOTE %s was still running after the run, outside the process group of the command that started it; killed it\n", p)
 	}
