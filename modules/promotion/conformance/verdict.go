@@ -168,9 +168,19 @@ func (v *verifier) judgeCommit(ctx context.Context, req *kmsg.OffsetCommitReques
 				fmt.Sprintf("at an offset commit, %v", err))
 			v.mu.Unlock()
 		}
+		v.forget(records) // unjudged: a failing effects command is not run again for them
 		return
 	}
 	v.settle(records, effects)
+}
+
+// forget takes records out of the pending ones without a verdict.
+func (v *verifier) forget(records []sentRecord) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, r := range records {
+		v.verdicts.pending[r.partition] = slices.DeleteFunc(v.verdicts.pending[r.partition], func(p sentRecord) bool { return p.offset == r.offset })
+	}
 }
 
 // settle takes the records a commit moved past out of the pending ones,
@@ -178,7 +188,6 @@ func (v *verifier) judgeCommit(ctx context.Context, req *kmsg.OffsetCommitReques
 // now nor before.
 func (v *verifier) settle(records []sentRecord, effects []scenarios.Effect) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	for _, e := range effects {
 		v.verdicts.visible[effectKey{e.PurchaseID, e.Status, e.Version}] = true
 	}
@@ -186,8 +195,9 @@ func (v *verifier) settle(records []sentRecord, effects []scenarios.Effect) {
 		if r.effect != nil && !v.verdicts.visible[*r.effect] {
 			v.verdicts.late[r.scenario] = append(v.verdicts.late[r.scenario], r)
 		}
-		v.verdicts.pending[r.partition] = slices.DeleteFunc(v.verdicts.pending[r.partition], func(p sentRecord) bool { return p.offset == r.offset })
 	}
+	v.mu.Unlock()
+	v.forget(records)
 }
 
 // lateVerdicts returns the scenario's failures found at the commits: a
