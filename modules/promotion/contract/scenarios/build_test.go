@@ -431,6 +431,16 @@ func hostileRecords() Scenario {
 		}), "endsAt")
 		withEvent("another event type", activate(func(e *contract.Envelope) { e.EventType = "pin.promotion.something-else" }),
 			"event type", "eventType")
+		// One a row of the contract page's bounds table each, so the table and the kit agree.
+		withEvent("a packageCode that is not kebab-case", activate(func(e *contract.Envelope) { e.Payload.PackageCode = "Not A Code" }), "packageCode")
+		withEvent("contractVersion 0", activate(func(e *contract.Envelope) { e.ContractVersion = 0 }), "contractVersion")
+		withEvent("a nil packageId", activate(func(e *contract.Envelope) { e.Payload.PackageID = uuid.Nil }), "packageId")
+		withEvent("an amount with three decimals", activate(func(e *contract.Envelope) {
+			e.Payload.Price.Amount = contract.NewAmount(decimal.RequireFromString("1500.005"))
+		}), "amount")
+		withEvent("currencyId 840", activate(func(e *contract.Envelope) { e.Payload.Price.CurrencyID = 840 }), "currencyId")
+		withEvent("an empty paymentStatus", activate(func(e *contract.Envelope) { e.Payload.PaymentStatus = "" }), "paymentStatus")
+		withEvent("an empty packageKind", activate(func(e *contract.Envelope) { e.Payload.PackageKind = "" }), "packageKind")
 
 		spoilt := func(what string, e contract.Envelope, spoil func(r *contract.Record)) {
 			r := b.recordOf(e)
