@@ -120,7 +120,8 @@ func TestJSConsumersKeepTheContract(t *testing.T) {
 			if c.scenario != "" {
 				only = []string{"--scenario", c.scenario}
 			}
-			out, code := verify(t, bin, dir, db.URL, consumerCmd, "node "+c.consumer+".js --effects", only...)
+			args := append([]string{"--dead-letters", "node " + c.consumer + ".js --dead-letters"}, only...)
+			out, code := verify(t, bin, dir, db.URL, consumerCmd, "node "+c.consumer+".js --effects", args...)
 			if c.fail == "" {
 				if code != 0 || strings.Contains(out, "FAIL ") || !strings.Contains(out, "PASS ") {
 					t.Fatalf("pin contract verify --consumer %q --crash: exit %d, want 0 and every scenario PASS:\n%s", consumerCmd, code, out)
