@@ -51,7 +51,6 @@ func TestMain(m *testing.M) {
 	pinBin = bin
 	code := m.Run()
 	remove()
-	removeReferenceConsumer()
 	os.Exit(code)
 }
 

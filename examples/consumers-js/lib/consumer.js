@@ -21,18 +21,20 @@ function log(level, msg, fields = {}) {
 }
 
 function usage(name, variants) {
-  return `usage: node ${name}.js [--effects] [--broken VARIANT]\n` +
+  return `usage: node ${name}.js [--effects | --dead-letters] [--broken VARIANT]\n` +
     `  --effects         print the side effects so far, one JSON object a line, and exit\n` +
+    `  --dead-letters    print the records refused so far, one JSON object a line, and exit\n` +
     `  --broken VARIANT  run a deliberately broken variant (also PIN_EXAMPLE_BROKEN): ${Object.keys(variants).join(', ')}\n` +
     `environment: PIN_EXAMPLE_DATABASE_URL (default ${DEFAULT_DATABASE_URL}),\n` +
     `  PIN_CONTRACT_BROKERS (default 127.0.0.1:9092), PIN_CONTRACT_TOPIC, PIN_CONTRACT_GROUP\n`;
 }
 
 function parseArgs(argv, name, variants) {
-  const opts = { effects: false, broken: process.env.PIN_EXAMPLE_BROKEN || '' };
+  const opts = { effects: false, deadLetters: false, broken: process.env.PIN_EXAMPLE_BROKEN || '' };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--effects') opts.effects = true;
+    else if (a === '--dead-letters') opts.deadLetters = true;
     else if (a === '--broken') opts.broken = argv[++i] ?? '';
     else if (a.startsWith('--broken=')) opts.broken = a.slice('--broken='.length);
     else if (a === '--help' || a === '-h') { process.stdout.write(usage(name, variants)); process.exit(0); }
@@ -167,6 +169,15 @@ async function run(spec) {
   await migrate(pool, spec.schema, spec.ddl);
   if (opts.effects) {
     for (const line of await spec.effects(pool)) process.stdout.write(JSON.stringify(line) + '\n');
+    await pool.end();
+    return;
+  }
+  if (opts.deadLetters) {
+    // What `pin contract verify --dead-letters` reads: where each refused record was, and the rule.
+    const r = await pool.query(`SELECT partition, "offset", error FROM ${spec.schema}.dead_letters ORDER BY id`);
+    for (const d of r.rows) {
+      process.stdout.write(JSON.stringify({ partition: d.partition, offset: Number(d.offset), rule: d.error }) + '\n');
+    }
     await pool.end();
     return;
   }

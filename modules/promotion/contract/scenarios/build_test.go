@@ -38,6 +38,7 @@ var builders = []struct {
 	{"07-other-contract-versions.json", otherContractVersions},
 	{"08-hostile-records.json", hostileRecords},
 	{"09-cancelled-without-activation.json", cancelledWithoutActivation},
+	{"10-steady-stream.json", steadyStream},
 	{"90-legacy-snapshot.json", legacySnapshot},
 }
 
@@ -108,9 +109,13 @@ type purchase struct {
 }
 
 // purchase adds a purchase of kind with weight and targets, labelled A, B…
-// in the order of creation.
+// (AA after Z) in the order of creation.
 func (b *builder) purchase(kind contract.PackageKind, weight int, targets ...contract.Target) *purchase {
-	label := string(rune('A' + len(b.scenario.Purchases)))
+	n := len(b.scenario.Purchases)
+	label := string(rune('A' + n%26))
+	if n >= 26 { // AA, AB… past Z
+		label = string(rune('A'+n/26-1)) + label
+	}
 	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	id := b.id()
 	b.scenario.Purchases = append(b.scenario.Purchases, Purchase{Label: label, ID: id})
@@ -426,6 +431,16 @@ func hostileRecords() Scenario {
 		}), "endsAt")
 		withEvent("another event type", activate(func(e *contract.Envelope) { e.EventType = "pin.promotion.something-else" }),
 			"event type", "eventType")
+		// One a row of the contract page's bounds table each, so the table and the kit agree.
+		withEvent("a packageCode that is not kebab-case", activate(func(e *contract.Envelope) { e.Payload.PackageCode = "Not A Code" }), "packageCode")
+		withEvent("contractVersion 0", activate(func(e *contract.Envelope) { e.ContractVersion = 0 }), "contractVersion")
+		withEvent("a nil packageId", activate(func(e *contract.Envelope) { e.Payload.PackageID = uuid.Nil }), "packageId")
+		withEvent("an amount with three decimals", activate(func(e *contract.Envelope) {
+			e.Payload.Price.Amount = contract.NewAmount(decimal.RequireFromString("1500.005"))
+		}), "amount")
+		withEvent("currencyId 840", activate(func(e *contract.Envelope) { e.Payload.Price.CurrencyID = 840 }), "currencyId")
+		withEvent("an empty paymentStatus", activate(func(e *contract.Envelope) { e.Payload.PaymentStatus = "" }), "paymentStatus")
+		withEvent("an empty packageKind", activate(func(e *contract.Envelope) { e.Payload.PackageKind = "" }), "packageKind")
 
 		spoilt := func(what string, e contract.Envelope, spoil func(r *contract.Record)) {
 			r := b.recordOf(e)
@@ -458,6 +473,24 @@ func cancelledWithoutActivation() Scenario {
 		b.deliver(a, a.event(contract.StatusCancelled, 2))
 		c := b.purchase(contract.KindPostBoost, 4, b.post())
 		b.deliver(c, c.event(contract.StatusActive, 1), c.event(contract.StatusCancelled, 2))
+	})
+}
+
+// steadyStream is a busy stretch of the topic: enough records in a row that
+// a consumer whose offsets are committed on a timer (librdkafka's default:
+// every 5 s, of what was polled) commits while a write is still under way.
+func steadyStream() Scenario {
+	return build("steady-stream", "32 activations in a row, as on a busy day: long enough that a consumer whose offsets are committed "+
+		"on a timer (librdkafka's default: every 5 s, of what was polled) commits while a write is under way. Each acts once, "+
+		"and no record is committed before its effect is visible: a crash right after that commit would lose it.", func(b *builder) {
+		for i := range 32 {
+			kind, target := contract.KindProjectBoost, b.project()
+			if i%2 == 1 {
+				kind, target = contract.KindPostBoost, b.post()
+			}
+			p := b.purchase(kind, 1+i%10, target)
+			b.deliver(p, p.event(contract.StatusActive, 1))
+		}
 	})
 }
 

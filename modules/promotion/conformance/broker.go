@@ -1,6 +1,6 @@
 //go:build !production
 
-package main
+package conformance
 
 import (
 	"errors"
@@ -23,10 +23,10 @@ func startVerifyBroker() (*verifyBroker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &verifyBroker{addrs: c.ListenAddrs(), close: c.Close, onCommit: func(fn func(*kmsg.OffsetCommitRequest) bool) {
+	return &verifyBroker{addrs: c.ListenAddrs(), close: c.Close, onCommit: func(fn func(*kmsg.OffsetCommitRequest, func(func())) bool) {
 		c.ControlKey(kmsg.OffsetCommit.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
 			c.KeepControl()
-			if drop := fn(r.(*kmsg.OffsetCommitRequest)); drop {
+			if drop := fn(r.(*kmsg.OffsetCommitRequest), c.SleepControl); drop {
 				return nil, errKilledAtCommit, true
 			}
 			return nil, nil, false
