@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/platform/config"
+	"github.com/pinmarket/pin/platform/deadletter"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -119,20 +120,34 @@ func deadLetterID(arg string) (int64, bool) {
 
 const deadLetterIDWhat = "a dead letter ID (a positive integer, the id of list)"
 
-// deadLetterSide is one side's dead letters as the `dead-letters`
-// commands see them: what the list is called, the flag that narrows it
-// (--topic or --group), and its list and discard.
-type deadLetterSide[T any] struct {
+// deadLetterSide is one side's dead letters (the outbox's, the consumer
+// kit's) as the `dead-letters` commands see them: what the list is called,
+// the flag that narrows it (--topic or --group), and the side's list,
+// discard and replays. Both sides run the one command path below, over the
+// one administration of platform/deadletter. T is a listed dead letter, R
+// what a replay of one prints; stderr carries a replaying handler's log.
+type deadLetterSide[T, R any] struct {
 	command, what           string // "outbox dead-letters", "outbox dead letters"
 	filterFlag, filterUsage string
 	list                    func(ctx context.Context, db *sql.DB, filter string, limit int, discarded bool) ([]T, error)
 	discard                 func(ctx context.Context, db *sql.DB, ids []int64, reason string) ([]T, error)
+	replay                  func(ctx context.Context, db *sql.DB, ids []int64, stderr io.Writer) ([]R, error)
+	replayAll               func(ctx context.Context, db *sql.DB, filter string, stderr io.Writer) ([]R, []deadletter.FailedReplay, error)
+}
+
+// commands is `dead-letters list|replay|discard` of the side.
+func (d deadLetterSide[T, R]) commands() subcommand {
+	return commandGroup(d.command, map[string]subcommand{
+		"list":    d.runList,
+		"replay":  d.runReplay,
+		"discard": d.runDiscard,
+	})
 }
 
 // runList runs `dead-letters list [--FILTER F] [--limit N] [--discarded]`:
 // the waiting (or discarded) dead letters, oldest first, one JSON object a
 // line, or "no …" on stderr.
-func (d deadLetterSide[T]) runList(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+func (d deadLetterSide[T, R]) runList(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	name := d.command + " list"
 	fs := newFlags(name)
 	filter := fs.String(d.filterFlag, "", d.filterUsage)
@@ -165,7 +180,7 @@ func (d deadLetterSide[T]) runList(ctx context.Context, args, environ []string, 
 
 // runDiscard runs `dead-letters discard ID... --reason TEXT`: all or
 // nothing, each discarded one printed as list --discarded does.
-func (d deadLetterSide[T]) runDiscard(ctx context.Context, args, environ []string, stdout, _ io.Writer) error {
+func (d deadLetterSide[T, R]) runDiscard(ctx context.Context, args, environ []string, stdout, _ io.Writer) error {
 	ids, reason, err := parseDiscard(d.command+" discard", args, stdout)
 	if err != nil {
 		return err
@@ -180,6 +195,43 @@ func (d deadLetterSide[T]) runDiscard(ctx context.Context, args, environ []strin
 		return err
 	}
 	return printJSONLines(stdout, discarded)
+}
+
+// runReplay runs `dead-letters replay ID...|--all [--FILTER F]`: the named
+// dead letters handed back, all or nothing, or with --all every one that
+// can be, the others reported; one JSON line for each replayed.
+func (d deadLetterSide[T, R]) runReplay(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	name := d.command + " replay"
+	fs := newFlags(name)
+	all := fs.Bool("all", false, fmt.Sprintf("replay every waiting dead letter (of --%s, if given) that can be replayed and report each one that cannot; required when no ID is named", d.filterFlag))
+	filter := fs.String(d.filterFlag, "", "with --all: "+d.filterUsage)
+	if err := parseFlags(fs, fmt.Sprintf("%s ID...|--all [--%s %s]", name, d.filterFlag, strings.ToUpper(d.filterFlag[:1])), args, stdout); err != nil {
+		return err
+	}
+	ids, err := namedOrAll(name, deadLetterIDWhat, fs.Args(), *all, deadLetterID)
+	if err != nil {
+		return err
+	}
+	if *filter != "" && !*all {
+		return usageError{fmt.Sprintf("%s: --%s goes with --all", name, d.filterFlag)}
+	}
+	db, err := openDatabase(ctx, environ)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if *all {
+		replayed, failed, err := d.replayAll(ctx, db, *filter, stderr)
+		if err != nil {
+			return err
+		}
+		return reportReplayAll(stdout, stderr, replayed, failed)
+	}
+	replayed, err := d.replay(ctx, db, ids, stderr)
+	if err != nil {
+		return err
+	}
+	return printJSONLines(stdout, replayed)
 }
 
 // parseDiscard reads `dead-letters discard ID... --reason TEXT`: at least
@@ -220,7 +272,7 @@ func parseFlagsAmongArgs(fs *flag.FlagSet, synopsis string, args []string, stdou
 // reportReplayAll prints what a `replay --all` replayed on stdout and each
 // dead letter it could not on stderr (id and why). It fails only when
 // nothing could be done: dead letters were there and none was replayed.
-func reportReplayAll[R, F any](stdout, stderr io.Writer, replayed []R, failed []F, describe func(F) (int64, string)) error {
+func reportReplayAll[R any](stdout, stderr io.Writer, replayed []R, failed []deadletter.FailedReplay) error {
 	if len(replayed) == 0 && len(failed) == 0 {
 		fmt.Fprintln(stderr, "no dead letters to replay")
 		return nil
@@ -229,8 +281,7 @@ func reportReplayAll[R, F any](stdout, stderr io.Writer, replayed []R, failed []
 		return err
 	}
 	for _, f := range failed {
-		id, reason := describe(f)
-		fmt.Fprintf(stderr, "pin: dead letter %d not replayed: %s\n", id, reason)
+		fmt.Fprintf(stderr, "pin: dead letter %d not replayed: %s\n", f.ID, f.Reason)
 	}
 	if len(replayed) == 0 {
 		return fmt.Errorf("replay --all: none of the %d dead letters could be replayed (each is named above; `dead-letters discard ID... --reason` sets aside one that never will)", len(failed))

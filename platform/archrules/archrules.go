@@ -253,6 +253,55 @@ func outboxRoom(module, dep string) bool {
 	return strings.HasPrefix(dep, root+"/") && !under(dep, root+"/internal")
 }
 
+// ModulesUseOnlyTheConsumerKit forbids a module from depending on a room of
+// the consumer kit other than the kit itself (platform/consumer: the
+// Runner, the handler types, the Replayer) and the inbox the kit runs: the
+// dead-letter administration is the operators'. The rooms' shared store is
+// internal to platform/consumer, which the compiler enforces.
+func ModulesUseOnlyTheConsumerKit(module string) Rule {
+	return Rule{
+		Name: "modules depend only on the consumer kit",
+		Check: func(pkg, dep string) bool {
+			return under(pkg, module+"/modules") && consumerRoom(module, dep)
+		},
+	}
+}
+
+// ConsumerKitStandsApart forbids the consumer kit and its inbox from
+// depending on the kit's other rooms, and the inbox from depending on the
+// kit, so a consuming module builds no dead-letter administration and the
+// inbox stays a room below the runner.
+func ConsumerKitStandsApart(module string) Rule {
+	root := module + "/platform/consumer"
+	return Rule{
+		Name: "the consumer kit and its inbox depend on no other room of the kit",
+		Check: func(pkg, dep string) bool {
+			return (pkg == root || pkg == root+"/inbox") && consumerRoom(module, dep) ||
+				pkg == root+"/inbox" && dep == root
+		},
+	}
+}
+
+// consumerRoom reports whether dep is a room of the consumer kit other than
+// the kit, its inbox and its internal store.
+func consumerRoom(module, dep string) bool {
+	root := module + "/platform/consumer"
+	return strings.HasPrefix(dep, root+"/") && !under(dep, root+"/internal") && !under(dep, root+"/inbox")
+}
+
+// DeadLetterAdminKnowsNoSide forbids the shared dead-letter administration
+// (platform/deadletter) from depending on the outbox or the consumer kit:
+// both sides' rooms use it, so it must know neither.
+func DeadLetterAdminKnowsNoSide(module string) Rule {
+	return Rule{
+		Name: "the dead-letter administration depends on neither side",
+		Check: func(pkg, dep string) bool {
+			return pkg == module+"/platform/deadletter" &&
+				(under(dep, module+"/platform/outbox") || under(dep, module+"/platform/consumer"))
+		},
+	}
+}
+
 // Rules returns every rule of the project for the Go module path module.
 func Rules(module string) []Rule {
 	return []Rule{
@@ -264,5 +313,8 @@ func Rules(module string) []Rule {
 		TestSupportStaysInTests(module),
 		ModulesWriteOnlyToTheOutbox(module),
 		OutboxWriteAPIStandsAlone(module),
+		ModulesUseOnlyTheConsumerKit(module),
+		ConsumerKitStandsApart(module),
+		DeadLetterAdminKnowsNoSide(module),
 	}
 }

@@ -30,6 +30,9 @@ func TestProjectKeepsItsBoundaries(t *testing.T) {
 	require.Contains(t, g, module+"/modules/promotion/contract/contracttest", "the contract rule must see the kit")
 	require.Contains(t, g, module+"/platform/outbox/relay", "the outbox rules must see the relay")
 	require.Contains(t, g, module+"/platform/outbox/deadletters", "the outbox rules must see the dead-letter room")
+	require.Contains(t, g, module+"/platform/consumer/deadletters", "the consumer rules must see the dead-letter room")
+	require.Contains(t, g, module+"/platform/consumer/inbox", "the consumer rules must see the inbox")
+	require.Contains(t, g, module+"/platform/deadletter", "the dead-letter rule must see the shared administration")
 	require.Empty(t, archrules.Check(g, archrules.Rules(module)...))
 }
 
@@ -84,6 +87,11 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 		"platform/outbox/tracing.go":                                "package outbox\n\nimport _ \"" + fake + "/platform/outbox/deadletters\"\n",
 		"modules/billing/internal/adapters/outbox.go":               "package adapters\n\nimport _ \"" + fake + "/platform/outbox\"\n",
 		"modules/billing/internal/ports/relay.go":                   "package ports\n\nimport _ \"" + fake + "/platform/outbox/relay\"\n",
+		"modules/billing/internal/ports/replay.go":                  "package ports\n\nimport _ \"" + fake + "/platform/consumer/deadletters\"\n",
+		"platform/consumer/consumer.go":                             "package consumer\n\nimport _ \"" + fake + "/platform/consumer/deadletters\"\n",
+		"platform/consumer/deadletters/deadletters.go":              "package deadletters\n",
+		"platform/consumer/inbox/inbox.go":                          "package inbox\n\nimport _ \"" + fake + "/platform/consumer\"\n",
+		"platform/deadletter/deadletter.go":                         "package deadletter\n\nimport _ \"" + fake + "/platform/outbox/deadletters\"\n",
 	}
 	for name, body := range files {
 		path := filepath.Join(dir, name)
@@ -118,6 +126,13 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 			fake + "/modules/billing/internal/ports -> " + fake + "/platform/outbox/relay",
 		}},
 		{archrules.OutboxWriteAPIStandsAlone(fake), []string{fake + "/platform/outbox -> " + fake + "/platform/outbox/deadletters"}},
+		{archrules.ModulesUseOnlyTheConsumerKit(fake), []string{fake + "/modules/billing/internal/ports -> " + fake + "/platform/consumer/deadletters"}},
+		{archrules.ConsumerKitStandsApart(fake), []string{
+			fake + "/platform/consumer -> " + fake + "/platform/consumer/deadletters",
+			fake + "/platform/consumer/inbox -> " + fake + "/platform/consumer",
+			fake + "/platform/consumer/inbox -> " + fake + "/platform/consumer/deadletters",
+		}},
+		{archrules.DeadLetterAdminKnowsNoSide(fake), []string{fake + "/platform/deadletter -> " + fake + "/platform/outbox/deadletters"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule.Name, func(t *testing.T) {
@@ -283,4 +298,41 @@ func TestLargeTrackedFilesFindsAPlantedFile(t *testing.T) {
 	large, err := archrules.LargeTrackedFiles(dir, 10)
 	require.NoError(t, err)
 	require.Equal(t, []string{"cmd/pin/pin (11 bytes)"}, large)
+}
+
+// TestNoStatementInThePlatformIsAssembled holds the platform's statements
+// whole (docs/adr/0029-the-consumer-kit-in-rooms.md): every statement a
+// package of platform/ runs is one literal, a constant that is one, or its
+// caller's; only the creation of a database, whose name no parameter can
+// carry, is built.
+func TestNoStatementInThePlatformIsAssembled(t *testing.T) {
+	t.Parallel()
+	found, err := archrules.FragmentedStatements("../..", "platform", map[string]string{
+		"platform/postgres/migrate.go:EnsureDatabase": "CREATE DATABASE names a database, which no parameter can",
+	})
+	require.NoError(t, err)
+	require.Empty(t, found, "write the statement whole: one literal, values as parameters (a store's function, not a fragment)")
+}
+
+// TestFragmentedStatementsCatchesPlantedFragments runs the rule over a
+// planted platform (testdata/statements): each way of assembling a
+// statement is reported once, the whole ones, test files, test support and
+// an allowed function are not, and an allowance needs its reason.
+func TestFragmentedStatementsCatchesPlantedFragments(t *testing.T) {
+	t.Parallel()
+	allowed := map[string]string{"platform/db/db.go:EnsureDatabase": "CREATE DATABASE names a database"}
+	found, err := archrules.FragmentedStatements("testdata/statements", "platform", allowed)
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"platform/db/db.go:9: ExecContext runs a statement joined with +",
+		"platform/store/store.go:28: QueryContext runs a statement joined with +",
+		"platform/store/store.go:29: ExecContext runs a statement built by a call",
+		"platform/store/store.go:30: QueryRowContext runs the constant readJoined, which is assembled",
+		"platform/store/store.go:32: Exec runs q, which is not a constant",
+		"platform/store/store.go:33: Raw runs a statement joined with +",
+		"platform/store/store.go:34: Exec runs a statement joined with +",
+	}, found)
+
+	_, err = archrules.FragmentedStatements("testdata/statements", "platform", map[string]string{"platform/db/db.go:EnsureDatabase": " "})
+	require.Error(t, err, "an allowance without a reason")
 }

@@ -25,6 +25,13 @@
 // transaction) and registers the Runner and the InboxCleaner with the host.
 // docs/consuming-the-event.md shows the whole of it with the reference boost
 // projection (modules/boost).
+//
+// This package is the kit a module imports. Its other rooms change for other
+// reasons: package inbox is the inbox and version guard the runner asks,
+// package deadletters the operators' list, replay and discard (over the
+// administration the outbox shares, platform/deadletter), and internal/store
+// holds every statement on the kit's tables, whole
+// (docs/adr/0029-the-consumer-kit-in-rooms.md).
 package consumer
 
 import (

@@ -3,8 +3,6 @@ package consumer
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"log/slog"
 	"sync"
 	"testing"
 
@@ -93,39 +91,4 @@ func TestHandlerIsGivenTheRecordsOrigin(t *testing.T) {
 	h.mu.Unlock()
 	require.False(t, applied)
 	require.Equal(t, 1.0, testbed.Metric(t, k.reg, "pin_consumer_dead_letters_total").GetCounter().GetValue())
-}
-
-// TestReplayReadsTheOriginAsTheRunnerDoes: a replayed snapshot reaches Apply
-// as a snapshot, and a dead letter of an unknown origin still cannot be
-// replayed.
-func TestReplayReadsTheOriginAsTheRunnerDoes(t *testing.T) {
-	t.Parallel()
-	k, h := originKit(t)
-	ctx := context.Background()
-	snapshot, snapshotID := withOrigin(t, k, ptr("snapshot"))
-	unknown, _ := withOrigin(t, k, ptr("backfill"))
-	require.NoError(t, k.runner.deadLetter(ctx, toRecord(snapshot), errors.New("refused"), 5))
-	require.NoError(t, k.runner.processBatch(ctx, []*sarama.ConsumerMessage{unknown}))
-	ids := map[int64]int64{} // offset → dead letter id
-	rows, err := k.db.SQL.Query(`SELECT kafka_offset, id FROM consumer.dead_letters`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var offset, id int64
-		require.NoError(t, rows.Scan(&offset, &id))
-		ids[offset] = id
-	}
-	require.NoError(t, rows.Err())
-	require.NoError(t, rows.Close())
-	require.Len(t, ids, 2)
-
-	replayers := []Replayer{NewReplayer[kitEvent]("kit", h, slog.New(slog.DiscardHandler))}
-	_, err = ReplayDeadLetters(ctx, k.db.Gorm, replayers, []int64{ids[unknown.Offset]})
-	require.ErrorIs(t, err, ErrUnknownOrigin)
-	require.ErrorContains(t, err, "still cannot be decoded")
-
-	out, err := ReplayDeadLetters(ctx, k.db.Gorm, replayers, []int64{ids[snapshot.Offset]})
-	require.NoError(t, err)
-	require.Len(t, out, 1)
-	require.Equal(t, "applied", out[0].Outcome)
-	require.Equal(t, OriginSnapshot, h.origin(t, snapshotID))
 }

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/pinmarket/pin/platform/consumer/internal/store"
 	"github.com/pinmarket/pin/platform/host"
 )
 
@@ -55,16 +56,12 @@ func (c *InboxCleaner) Run(ctx context.Context) error {
 func (c *InboxCleaner) CleanOnce(ctx context.Context) (int64, error) {
 	var total int64
 	for {
-		res := c.db.WithContext(ctx).Exec(`
-			DELETE FROM consumer.inbox WHERE consumer = ? AND message_id IN (
-				SELECT message_id FROM consumer.inbox
-				WHERE consumer = ? AND received_at < now() - make_interval(secs => ?)
-				LIMIT ?)`, c.consumer, c.consumer, c.retention.Seconds(), c.batch)
-		if res.Error != nil {
-			return total, fmt.Errorf("consumer %s: inbox retention: %w", c.consumer, res.Error)
+		n, err := store.DeleteOldInbox(ctx, c.db.Statement.ConnPool, c.consumer, c.retention.Seconds(), c.batch)
+		if err != nil {
+			return total, fmt.Errorf("consumer %s: inbox retention: %w", c.consumer, err)
 		}
-		total += res.RowsAffected
-		if res.RowsAffected < int64(c.batch) {
+		total += n
+		if n < int64(c.batch) {
 			return total, nil
 		}
 	}

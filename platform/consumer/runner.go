@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/pinmarket/pin/platform/backoff"
+	"github.com/pinmarket/pin/platform/consumer/inbox"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/postgres"
 )
@@ -294,30 +294,33 @@ func (r *Runner[B]) databaseFault(first, last Record, err error) error {
 
 // apply runs one transaction for events, in their order: the inbox
 // entries, the version guard and the handler's effects commit together or
-// not at all. The kit's part is two statements for the whole batch, and the
-// handler gets the events that passed the guard in one call.
+// not at all. The kit's part is two statements for the whole batch
+// (package inbox), and the handler gets the events that passed the guard in
+// one call.
 func (r *Runner[B]) apply(ctx context.Context, events []Event[B]) ([]outcome, error) {
 	outs := make([]outcome, len(events))
+	entries := make([]inbox.Entry, len(events))
+	for i, e := range events {
+		entries[i] = inbox.Entry{MessageID: e.MessageID, AggregateID: e.AggregateID, Version: e.Version}
+	}
 	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		fresh, last, err := r.guard(tx, events)
+		// Through the connection, not GORM, which would expand the slices.
+		conn := tx.Statement.ConnPool
+		verdicts, lastVersions, err := inbox.Guard(ctx, conn, r.cfg.Name, entries)
 		if err != nil {
 			return err
 		}
-		applied := make(map[string]int64)
 		guarded := make([]Guarded[B], 0, len(events))
 		for i, e := range events {
-			if !fresh[e.MessageID.String()] {
+			switch verdicts[i] {
+			case inbox.Duplicate:
 				outs[i] = outcomeDuplicate
-				continue
+			case inbox.Stale:
+				outs[i] = outcomeStale
+			default:
+				outs[i] = outcomeApplied
+				guarded = append(guarded, Guarded[B]{Event: e, LastVersion: lastVersions[i]})
 			}
-			delete(fresh, e.MessageID.String()) // a second delivery in this batch is a duplicate
-			if e.Version <= last[e.AggregateID] {
-				outs[i] = outcomeStale // the inbox entry stays: this message was seen
-				continue
-			}
-			guarded = append(guarded, Guarded[B]{Event: e, LastVersion: last[e.AggregateID]})
-			last[e.AggregateID], applied[e.AggregateID] = e.Version, e.Version
-			outs[i] = outcomeApplied
 		}
 		if len(guarded) == 0 {
 			return nil
@@ -325,78 +328,9 @@ func (r *Runner[B]) apply(ctx context.Context, events []Event[B]) ([]outcome, er
 		if err := r.handler.Apply(ctx, tx, guarded); err != nil {
 			return err
 		}
-		ids, versions := make([]string, 0, len(applied)), make([]int64, 0, len(applied))
-		for id, v := range applied {
-			ids, versions = append(ids, id), append(versions, v)
-		}
-		if _, err := tx.Statement.ConnPool.ExecContext(ctx, recordVersionsQuery, ids, versions, r.cfg.Name); err != nil {
-			return fmt.Errorf("version guard: %w", err)
-		}
-		return nil
+		return inbox.Record(ctx, conn, r.cfg.Name, entries, verdicts)
 	})
 	return outs, err
-}
-
-// guardQuery is guard's statement: $1 the message ids, $2 their aggregate
-// ids, $3 the consumer.
-const guardQuery = `
-		WITH input AS (
-			SELECT * FROM unnest($1::uuid[], $2::text[]) AS i(message_id, aggregate_id)),
-		fresh AS (
-			INSERT INTO consumer.inbox (consumer, message_id)
-			SELECT $3, message_id FROM input
-			ON CONFLICT DO NOTHING RETURNING message_id),
-		locked AS (
-			INSERT INTO consumer.aggregate_versions AS v (consumer, aggregate_id, version)
-			SELECT DISTINCT $3, i.aggregate_id, 0::bigint FROM input i JOIN fresh USING (message_id) ORDER BY 2
-			ON CONFLICT (consumer, aggregate_id) DO UPDATE SET version = v.version
-			RETURNING aggregate_id, version)
-		SELECT message_id::text, NULL, NULL::bigint FROM fresh
-		UNION ALL
-		SELECT NULL, aggregate_id, version FROM locked`
-
-// recordVersionsQuery records the last version applied per aggregate: $1
-// the aggregate ids, $2 their versions, $3 the consumer.
-const recordVersionsQuery = `
-	UPDATE consumer.aggregate_versions v SET version = u.version, applied_at = now()
-	FROM unnest($1::text[], $2::bigint[]) AS u(aggregate_id, version)
-	WHERE v.consumer = $3 AND v.aggregate_id = u.aggregate_id`
-
-// guard records the events' message ids in the inbox and, for the
-// aggregates of the new ones, locks their version rows (creating them at 0),
-// in one statement. It returns the message ids that were new and the last
-// version applied per aggregate. The lock makes two deliveries of one
-// aggregate, even across a rebalance, queue up; taking the locks in
-// aggregate order keeps two batches from deadlocking on them.
-func (r *Runner[B]) guard(tx *gorm.DB, events []Event[B]) (fresh map[string]bool, last map[string]int64, err error) {
-	messageIDs, aggregateIDs := make([]string, len(events)), make([]string, len(events))
-	for i, e := range events {
-		messageIDs[i], aggregateIDs[i] = e.MessageID.String(), e.AggregateID
-	}
-	// Through the connection, not GORM, which would expand the slices.
-	rows, err := tx.Statement.ConnPool.QueryContext(tx.Statement.Context, guardQuery,
-		messageIDs, aggregateIDs, r.cfg.Name)
-	if err != nil {
-		return nil, nil, fmt.Errorf("inbox and version guard: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	fresh, last = make(map[string]bool), make(map[string]int64)
-	for rows.Next() {
-		var messageID, aggregateID sql.NullString
-		var version sql.NullInt64
-		if err := rows.Scan(&messageID, &aggregateID, &version); err != nil {
-			return nil, nil, fmt.Errorf("inbox and version guard: %w", err)
-		}
-		if messageID.Valid {
-			fresh[messageID.String] = true
-		} else {
-			last[aggregateID.String] = version.Int64
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("inbox and version guard: %w", err)
-	}
-	return fresh, last, nil
 }
 
 func (r *Runner[B]) count(ctx context.Context, out outcome, e Event[B]) {

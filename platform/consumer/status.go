@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
+	"github.com/pinmarket/pin/platform/consumer/internal/store"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -27,12 +26,7 @@ type GroupStatus struct {
 // ReadStatus returns the state of each consumer of groups, and of any other
 // consumer that has dead letters, by name.
 func ReadStatus(ctx context.Context, db postgres.Querier, groups []string) ([]GroupStatus, error) {
-	rows, err := db.QueryContext(ctx, `SELECT g.consumer,
-			(SELECT count(*) FROM consumer.dead_letters d WHERE d.consumer = g.consumer AND d.`+waiting+`),
-			(SELECT count(*) FROM consumer.dead_letters d WHERE d.consumer = g.consumer AND NOT d.`+waiting+`),
-			(SELECT max(received_at) FROM consumer.inbox i WHERE i.consumer = g.consumer)
-		FROM (SELECT unnest($1::text[]) AS consumer UNION SELECT DISTINCT consumer FROM consumer.dead_letters) g
-		ORDER BY g.consumer`, pgtype.FlatArray[string](groups))
+	rows, err := store.Status(ctx, db, groups)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: status: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pinmarket/pin/platform/deadletter"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/outbox/deadletters"
@@ -51,7 +52,7 @@ func TestReplayedDeadLetterReachesKafkaWithItsMessageID(t *testing.T) {
 	replayed, err := deadletters.Replay(b.ctx, b.db.SQL, []int64{d.ID})
 	require.NoError(t, err)
 	require.Len(t, replayed, 1)
-	require.Equal(t, deadletters.Replayed{ID: d.ID, Topic: topic, MessageID: original.UUID, NewOutboxOffset: replayed[0].NewOutboxOffset}, replayed[0])
+	require.Equal(t, deadletters.Replayed{Ref: deadletter.Ref{ID: d.ID, Topic: topic, MessageID: original.UUID}, NewOutboxOffset: replayed[0].NewOutboxOffset}, replayed[0])
 	require.Equal(t, d.OutboxOffset, replayed[0].NewOutboxOffset, "back at its own offset, before any record of its key that waited")
 	backlog, _, dead := b.stats(t)
 	require.EqualValues(t, 1, backlog, "back in the relay's queue")

@@ -1,16 +1,16 @@
+// Package deadletters is the operators' room of the outbox: the relay's dead
+// letters listed, put back into the outbox or set aside (`pin outbox
+// dead-letters`), through the administration the consumer kit's dead
+// letters share (platform/deadletter).
 package deadletters
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
-	"time"
 
+	"github.com/pinmarket/pin/platform/deadletter"
 	"github.com/pinmarket/pin/platform/outbox/internal/store"
 	"github.com/pinmarket/pin/platform/postgres"
 )
@@ -19,20 +19,10 @@ import (
 // (`pin outbox dead-letters list`): a row of outbox.dead_letters, with the
 // event and its Kafka metadata as they were in the outbox.
 type DeadLetter struct {
-	ID    int64  `json:"id"`
-	Topic string `json:"topic"`
-	// MessageID is empty only for a row whose envelope could not be read.
-	MessageID      string          `json:"messageId"`
-	OutboxOffset   int64           `json:"outboxOffset"`
-	Attempts       int             `json:"attempts"`
-	Error          string          `json:"error"`
-	DeadLetteredAt time.Time       `json:"deadLetteredAt"`
-	Payload        json.RawMessage `json:"payload"`
-	Metadata       json.RawMessage `json:"metadata"`
-	// DiscardedAt and DiscardReason are set on a discarded dead letter
-	// (Discard): kept for the record, never replayed.
-	DiscardedAt   *time.Time `json:"discardedAt,omitempty"`
-	DiscardReason string     `json:"discardReason,omitempty"`
+	deadletter.Letter
+	OutboxOffset int64           `json:"outboxOffset"`
+	Payload      json.RawMessage `json:"payload"`
+	Metadata     json.RawMessage `json:"metadata"`
 	// Key is the event's Kafka key: while the dead letter waits, the relay
 	// sends no later record of that key (held.go).
 	Key string `json:"key,omitempty"`
@@ -44,6 +34,10 @@ type DeadLetter struct {
 	// first of them; both are set on that dead letter only.
 	WaitingRecords int64       `json:"waitingRecords"`
 	FirstWaiting   []OutboxRow `json:"firstWaiting,omitempty"`
+
+	// replayable says whether it has what the relay needs to send it with
+	// its original identity: an event, a message id and a key.
+	replayable bool
 }
 
 // ListFilter says which dead letters List returns.
@@ -56,36 +50,32 @@ type ListFilter struct {
 	Discarded bool
 }
 
-// FailedReplay is a dead letter ReplayAll could not replay, and
-// why; it stays where it was.
-type FailedReplay struct {
-	ID        int64  `json:"id"`
-	Topic     string `json:"topic"`
-	MessageID string `json:"messageId"`
-	Reason    string `json:"reason"`
-}
+// FailedReplay is a dead letter ReplayAll could not replay, and why; it
+// stays where it was.
+type FailedReplay = deadletter.FailedReplay
 
 // Replayed says where a replayed dead letter went: back into its
 // topic's outbox table, at its own offset when it can, so that the relay
 // sends it before the records of its key that waited behind it.
 type Replayed struct {
-	ID              int64  `json:"id"`
-	Topic           string `json:"topic"`
-	MessageID       string `json:"messageId"`
-	NewOutboxOffset int64  `json:"newOutboxOffset"`
+	deadletter.Ref
+	NewOutboxOffset int64 `json:"newOutboxOffset"`
 }
 
 // OutboxRow names a row of a topic's outbox that waits behind a dead letter.
 type OutboxRow = store.OutboxRow
 
-// ErrNotFound is wrapped by Replay when a named dead
-// letter does not exist (never did, or was replayed already).
-var ErrNotFound = errors.New("no such dead letter")
+// ErrNotFound is wrapped by Replay and Discard when a named dead letter does
+// not exist (never did, or was replayed or discarded already).
+var ErrNotFound = deadletter.ErrNotFound
 
-// ErrNotReplayable is wrapped by Replay when a named dead letter
-// lacks what the relay needs to send it with its original identity: an
-// event, a message id and a Kafka key (partition_key metadata).
-var ErrNotReplayable = errors.New("dead letter cannot be replayed")
+// ErrNotReplayable is wrapped by Replay when a named dead letter lacks what
+// the relay needs to send it with its original identity: an event, a
+// message id and a Kafka key (partition_key metadata).
+var ErrNotReplayable = deadletter.ErrNotReplayable
+
+// side names the outbox's dead letters in errors.
+const side = "outbox"
 
 // List returns the dead letters f selects, oldest first; a
 // waiting one says which records of its key wait behind it.
@@ -94,7 +84,7 @@ func List(ctx context.Context, db *sql.DB, f ListFilter) ([]DeadLetter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
 	}
-	out, err := postgres.CollectRows(rows, "outbox: list dead letters", func(r *sql.Rows) (DeadLetter, error) { return scanDeadLetter(r) })
+	out, err := postgres.CollectRows(rows, "outbox: list dead letters", scanDeadLetter)
 	if err != nil || f.Discarded {
 		return out, err
 	}
@@ -112,29 +102,7 @@ func List(ctx context.Context, db *sql.DB, f ListFilter) ([]DeadLetter, error) {
 // one of ids does not exist or is not waiting (replayed or discarded
 // already), nothing changes (ErrNotFound).
 func Discard(ctx context.Context, db *sql.DB, ids []int64, reason string) ([]DeadLetter, error) {
-	if len(ids) == 0 || strings.TrimSpace(reason) == "" {
-		return nil, errors.New("outbox: discard dead letters: ids and a reason are required")
-	}
-	var out []DeadLetter
-	err := postgres.InSQLTx(ctx, db, "outbox: discard dead letters", func(tx *sql.Tx) error {
-		rows, err := store.DiscardDeadLetters(ctx, tx, ids, reason)
-		if err != nil {
-			return fmt.Errorf("outbox: discard dead letters: %w", err)
-		}
-		out, err = postgres.CollectRows(rows, "outbox: discard dead letters", func(r *sql.Rows) (DeadLetter, error) { return scanDeadLetter(r) })
-		if err != nil {
-			return err
-		}
-		if missing := postgres.Missing(ids, out, func(d DeadLetter) int64 { return d.ID }); len(missing) > 0 {
-			return fmt.Errorf("%w: %s (never existed, or already replayed or discarded)", ErrNotFound, strings.Join(missing, ", "))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b DeadLetter) int { return cmp.Compare(a.ID, b.ID) })
-	return out, nil
+	return deadletter.Discard(ctx, db, table{}, side, ids, reason)
 }
 
 // Replay puts the named dead letters back into their topics'
@@ -144,15 +112,7 @@ func Discard(ctx context.Context, db *sql.DB, ids []int64, reason string) ([]Dea
 // of the same id is that case) or cannot be replayed (ErrNotReplayable),
 // nothing changes.
 func Replay(ctx context.Context, db *sql.DB, ids []int64) ([]Replayed, error) {
-	if len(ids) == 0 {
-		return nil, errors.New("outbox: replay dead letters: no ids")
-	}
-	return replay(ctx, db, ids, func(found []DeadLetter) error {
-		if missing := postgres.Missing(ids, found, func(d DeadLetter) int64 { return d.ID }); len(missing) > 0 {
-			return fmt.Errorf("%w: %s (never existed, or already replayed or discarded)", ErrNotFound, strings.Join(missing, ", "))
-		}
-		return nil
-	})
+	return deadletter.Replay(ctx, db, table{}, side, ids)
 }
 
 // ReplayAll replays every waiting dead letter of topic (all
@@ -161,90 +121,51 @@ func Replay(ctx context.Context, db *sql.DB, ids []int64) ([]Replayed, error) {
 // and the others are replayed all the same. Run again, it finds only those
 // that failed. err is set only when the dead letters could not be read.
 func ReplayAll(ctx context.Context, db *sql.DB, topic string) (replayed []Replayed, failed []FailedReplay, err error) {
-	waitingOnes, err := List(ctx, db, ListFilter{Topic: topic})
+	waiting, err := List(ctx, db, ListFilter{Topic: topic})
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, d := range waitingOnes {
-		r, err := replay(ctx, db, []int64{d.ID}, nil)
-		switch {
-		case err != nil:
-			failed = append(failed, FailedReplay{ID: d.ID, Topic: d.Topic, MessageID: d.MessageID, Reason: err.Error()})
-		case len(r) == 1: // none: replayed or discarded meanwhile by someone else
-			replayed = append(replayed, r[0])
-		}
-	}
+	replayed, failed = deadletter.ReplayAll(ctx, db, table{}, side, waiting)
 	return replayed, failed, nil
 }
 
-// replay moves the waiting dead letters ids back into the outbox in id
-// order, which is the order they were dead-lettered.
-// FOR UPDATE makes a concurrent replay of the same rows wait, then find them
-// gone: a dead letter is replayed once. check may refuse what was found.
-func replay(ctx context.Context, db *sql.DB, ids []int64, check func([]DeadLetter) error) ([]Replayed, error) {
-	var out []Replayed
-	err := postgres.InSQLTx(ctx, db, "outbox: replay dead letters", func(tx *sql.Tx) error {
-		rows, err := store.LockDeadLetters(ctx, tx, ids)
-		if err != nil {
-			return fmt.Errorf("outbox: replay dead letters: %w", err)
-		}
-		var found []DeadLetter
-		var unreplayable []string
-		for rows.Next() {
-			var ok bool
-			d, err := scanDeadLetter(rows, &ok)
-			if err != nil {
-				rows.Close()
-				return fmt.Errorf("outbox: replay dead letters: %w", err)
-			}
-			if !ok {
-				unreplayable = append(unreplayable, fmt.Sprint(d.ID))
-			}
-			found = append(found, d)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("outbox: replay dead letters: %w", err)
-		}
-		if check != nil {
-			if err := check(found); err != nil {
-				return err
-			}
-		}
-		if len(unreplayable) > 0 {
-			return fmt.Errorf("%w: %s: it has no event, message id or partition_key (see docs/runbooks/outbox-backlog.md, Dead letters: Remove the cause)",
-				ErrNotReplayable, strings.Join(unreplayable, ", "))
-		}
+// table is the outbox's dead letters as the shared administration changes
+// them (deadletter.Table).
+type table struct{}
 
-		out = make([]Replayed, 0, len(found))
-		for _, d := range found {
-			r := Replayed{ID: d.ID, Topic: d.Topic, MessageID: d.MessageID}
-			// The outbox row's uuid is the message_id header the relay sends:
-			// consumers see the same message again and deduplicate it.
-			offset, err := store.Replay(ctx, tx, d.ID)
-			if err != nil {
-				return fmt.Errorf("outbox: replay dead letter %d into the outbox of %s: %w", d.ID, d.Topic, err)
-			}
-			r.NewOutboxOffset = offset
-			out = append(out, r)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+func (table) Discard(ctx context.Context, tx *sql.Tx, ids []int64, reason string) (*sql.Rows, error) {
+	return store.DiscardDeadLetters(ctx, tx, ids, reason)
+}
+
+func (table) Lock(ctx context.Context, tx *sql.Tx, ids []int64) (*sql.Rows, error) {
+	return store.LockDeadLetters(ctx, tx, ids)
+}
+
+func (table) Scan(rows *sql.Rows) (DeadLetter, error) { return scanDeadLetter(rows) }
+
+// Replay puts d back into its topic's outbox. The outbox row's uuid is the
+// message_id header the relay sends: consumers see the same message again
+// and deduplicate it.
+func (table) Replay(ctx context.Context, tx *sql.Tx, d DeadLetter) (Replayed, error) {
+	if !d.replayable {
+		return Replayed{}, fmt.Errorf("%w: it has no event, message id or partition_key (see docs/runbooks/outbox-backlog.md, Dead letters: Remove the cause)",
+			ErrNotReplayable)
 	}
-	return out, nil
+	offset, err := store.Replay(ctx, tx, d.ID)
+	if err != nil {
+		return Replayed{}, fmt.Errorf("into the outbox of %s: %w", d.Topic, err)
+	}
+	return Replayed{Ref: d.Ref, NewOutboxOffset: offset}, nil
 }
 
 // scanDeadLetter reads a dead letter in the columns of the store's
-// statements, and then into extra.
-func scanDeadLetter(rows *sql.Rows, extra ...any) (DeadLetter, error) {
+// statements.
+func scanDeadLetter(rows *sql.Rows) (DeadLetter, error) {
 	var d DeadLetter
 	var payload, metadata []byte
 	var discarded sql.NullTime
-	dest := append([]any{&d.ID, &d.Topic, &d.MessageID, &d.OutboxOffset, &d.Attempts, &d.Error,
-		&d.DeadLetteredAt, &payload, &metadata, &discarded, &d.DiscardReason, &d.Key}, extra...)
-	if err := rows.Scan(dest...); err != nil {
+	if err := rows.Scan(&d.ID, &d.Topic, &d.MessageID, &d.OutboxOffset, &d.Attempts, &d.Error,
+		&d.DeadLetteredAt, &payload, &metadata, &discarded, &d.DiscardReason, &d.Key, &d.replayable); err != nil {
 		return DeadLetter{}, err
 	}
 	d.DeadLetteredAt = d.DeadLetteredAt.UTC()

@@ -12,7 +12,7 @@ import (
 // A held key: while a record of a key waits in the dead letters (neither
 // replayed nor discarded), the relay sends none of the key's later records,
 // so each key's records reach Kafka in outbox order, always. The state is
-// the dead-letter table itself (store.heldRow), so every relay instance and every operator
+// the dead-letter table itself (store.readBatchQuery), so every relay instance and every operator
 // command sees the same. See docs/adr/0015-a-message-kafka-never-takes.md,
 // decision 8.
 

@@ -52,9 +52,11 @@ func planNow(args ...any) []any {
 const planInOrder = `SELECT set_config(s.name, 'off', $1)
 	FROM unnest('{enable_bitmapscan,enable_seqscan,enable_sort}'::text[]) AS s(name)`
 
-// relayPlanning is how the relay's session plans (PlanAsTheRelay).
-const relayPlanning = planInOrder + `
-	UNION ALL SELECT set_config('plan_cache_mode', 'force_generic_plan', $1)`
+// relayPlanning is how the relay's session plans (PlanAsTheRelay): in
+// order, as planInOrder, and with generic plans.
+const relayPlanning = `SELECT set_config(s.name, s.value, $1)
+	FROM unnest('{enable_bitmapscan,enable_seqscan,enable_sort,plan_cache_mode}'::text[],
+		'{off,off,off,force_generic_plan}'::text[]) AS s(name, value)`
 
 // PlanAsTheRelay sets up conn, the relay's session, so that ReadBatch and
 // Ack are not planned on every round
@@ -82,14 +84,6 @@ func ForgetPlans(ctx context.Context, conn *sql.Conn) error {
 	return err
 }
 
-// heldRow holds for an outbox row o of the topic $1 whose key has a waiting
-// dead letter (held keys, docs/adr/0015-a-message-kafka-never-takes.md). It
-// probes dead_letters_held_keys_idx (migration 00011): with nothing held,
-// an empty set.
-const heldRow = `EXISTS (SELECT FROM outbox.dead_letters d
-	WHERE d.topic = $1 AND d.discarded_at IS NULL
-		AND d.metadata->>'partition_key' = o.metadata->>'partition_key')`
-
 // Row is an unacknowledged outbox row as the relay reads it. Payload is nil
 // when the payload is longer than the limit asked for; Size is its length.
 type Row struct {
@@ -105,10 +99,18 @@ type Row struct {
 // the producer's limit, stays in the database and only its length is read
 // (such a row can never be sent; its dead letter is copied in the
 // database), and the rows of a held key are left where they are.
+//
+// A row is held when its key has a waiting dead letter (held keys,
+// docs/adr/0015-a-message-kafka-never-takes.md); the NOT EXISTS, which
+// HeldCounts, Oldest and Backlog repeat word for word, probes
+// dead_letters_held_keys_idx (migration 00011): with nothing held, an empty
+// set.
 const readBatchQuery = `SELECT "offset", uuid,
 	CASE WHEN octet_length(payload::text) <= $2 THEN payload END,
 	metadata, octet_length(payload::text)
-FROM outbox.messages o WHERE topic = $1 AND acked = false AND NOT ` + heldRow + `
+FROM outbox.messages o WHERE topic = $1 AND acked = false
+	AND NOT EXISTS (SELECT FROM outbox.dead_letters d
+		WHERE d.topic = $1 AND d.discarded_at IS NULL AND d.metadata->>'partition_key' = o.metadata->>'partition_key')
 ORDER BY "offset" ASC LIMIT $3 FOR UPDATE OF o`
 
 // ReadBatch claims up to limit unacknowledged rows of topic whose key is not
@@ -157,36 +159,41 @@ func CopyDeadLetters(ctx context.Context, q Querier, topic string, offsets []int
 	return err
 }
 
-// deadLetterColumns are the columns ListDeadLetters, DiscardDeadLetters and
-// LockDeadLetters return, in this order: id, topic, message_id, outbox
-// offset, attempts, error, dead_lettered_at, payload, metadata,
-// discarded_at, discard_reason, key.
-const deadLetterColumns = `id, topic, COALESCE(message_id, ''), outbox_offset, attempts, error,
-	dead_lettered_at, COALESCE(payload, 'null'), COALESCE(metadata, 'null'), discarded_at, COALESCE(discard_reason, ''),
-	COALESCE(metadata->>'partition_key', '')`
+// ListDeadLetters, DiscardDeadLetters and LockDeadLetters return the same
+// columns, in this order: id, topic, message_id, outbox offset, attempts,
+// error, dead_lettered_at, payload, metadata, discarded_at, discard_reason,
+// key, and whether the dead letter can be replayed: an event, its message id
+// and its Kafka key.
 
 // ListDeadLetters returns the dead letters of topic (every topic when
-// empty), discarded or waiting, oldest first, at most limit (0: no cap), in
-// the columns of deadLetterColumns.
+// empty), discarded or waiting, oldest first, at most limit (0: no cap).
 func ListDeadLetters(ctx context.Context, q Querier, topic string, discarded bool, limit int) (*sql.Rows, error) {
-	return q.QueryContext(ctx, `SELECT `+deadLetterColumns+` FROM outbox.dead_letters
+	return q.QueryContext(ctx, `SELECT id, topic, COALESCE(message_id, ''), outbox_offset, attempts, error,
+			dead_lettered_at, COALESCE(payload, 'null'), COALESCE(metadata, 'null'), discarded_at, COALESCE(discard_reason, ''),
+			COALESCE(metadata->>'partition_key', ''),
+			payload IS NOT NULL AND COALESCE(message_id, '') <> '' AND COALESCE(metadata->>'partition_key', '') <> ''
+		FROM outbox.dead_letters
 		WHERE ($1 = '' OR topic = $1) AND (discarded_at IS NOT NULL) = $2
 		ORDER BY id LIMIT NULLIF($3, 0)`, topic, discarded, limit)
 }
 
 // DiscardDeadLetters marks the waiting dead letters ids discarded with
-// reason and returns them, in the columns of deadLetterColumns.
+// reason and returns them.
 func DiscardDeadLetters(ctx context.Context, q Querier, ids []int64, reason string) (*sql.Rows, error) {
 	return q.QueryContext(ctx, `UPDATE outbox.dead_letters SET discarded_at = now(), discard_reason = $2
-		WHERE id = ANY($1) AND discarded_at IS NULL RETURNING `+deadLetterColumns, ids, reason)
+		WHERE id = ANY($1) AND discarded_at IS NULL
+		RETURNING id, topic, COALESCE(message_id, ''), outbox_offset, attempts, error,
+			dead_lettered_at, COALESCE(payload, 'null'), COALESCE(metadata, 'null'), discarded_at, COALESCE(discard_reason, ''),
+			COALESCE(metadata->>'partition_key', ''),
+			payload IS NOT NULL AND COALESCE(message_id, '') <> '' AND COALESCE(metadata->>'partition_key', '') <> ''`, ids, reason)
 }
 
-// LockDeadLetters locks the waiting dead letters ids, in id order, and
-// returns them in the columns of deadLetterColumns followed by whether each
-// can be replayed: an event, its message id and its Kafka key. A concurrent
-// replay of the same rows waits, then finds them gone.
+// LockDeadLetters locks the waiting dead letters ids and returns them in id
+// order. A concurrent replay of the same rows waits, then finds them gone.
 func LockDeadLetters(ctx context.Context, q Querier, ids []int64) (*sql.Rows, error) {
-	return q.QueryContext(ctx, `SELECT `+deadLetterColumns+`,
+	return q.QueryContext(ctx, `SELECT id, topic, COALESCE(message_id, ''), outbox_offset, attempts, error,
+			dead_lettered_at, COALESCE(payload, 'null'), COALESCE(metadata, 'null'), discarded_at, COALESCE(discard_reason, ''),
+			COALESCE(metadata->>'partition_key', ''),
 			payload IS NOT NULL AND COALESCE(message_id, '') <> '' AND COALESCE(metadata->>'partition_key', '') <> ''
 		FROM outbox.dead_letters WHERE id = ANY($1) AND discarded_at IS NULL ORDER BY id FOR UPDATE`, ids)
 }
@@ -240,7 +247,9 @@ func HeldCounts(ctx context.Context, q Querier, topic string) (Held, error) {
 			ORDER BY metadata->>'partition_key', id),
 		oldest AS (SELECT * FROM held ORDER BY id LIMIT 1)
 		SELECT (SELECT count(*) FROM held),
-			(SELECT count(*) FROM outbox.messages o WHERE topic = $1 AND acked = false AND `+heldRow+`),
+			(SELECT count(*) FROM outbox.messages o WHERE topic = $1 AND acked = false
+				AND EXISTS (SELECT FROM outbox.dead_letters d WHERE d.topic = $1 AND d.discarded_at IS NULL
+					AND d.metadata->>'partition_key' = o.metadata->>'partition_key')),
 			oldest.key, oldest.id, oldest.message_id, oldest.dead_lettered_at,
 			EXTRACT(EPOCH FROM now() - oldest.dead_lettered_at)::float8
 		FROM (SELECT 1) AS one LEFT JOIN oldest ON true`, planNow(topic)...).
@@ -271,14 +280,20 @@ func WaitingRecords(ctx context.Context, q Querier, topic, key string, limit int
 // there is none.
 func Oldest(ctx context.Context, q Querier, topic string) *sql.Row {
 	return q.QueryRowContext(ctx, `SELECT "offset", uuid, created_at, EXTRACT(EPOCH FROM now() - created_at)::float8
-		FROM outbox.messages o WHERE topic = $1 AND acked = false AND NOT `+heldRow+` ORDER BY "offset" LIMIT 1`, planNow(topic)...)
+		FROM outbox.messages o WHERE topic = $1 AND acked = false
+			AND NOT EXISTS (SELECT FROM outbox.dead_letters d
+				WHERE d.topic = $1 AND d.discarded_at IS NULL AND d.metadata->>'partition_key' = o.metadata->>'partition_key')
+		ORDER BY "offset" LIMIT 1`, planNow(topic)...)
 }
 
 // Backlog counts the rows of topic the relay may send (unacknowledged, not
 // held) and the age in seconds of the oldest of them, 0 when none.
 func Backlog(ctx context.Context, q Querier, topic string) (n int64, ageSeconds float64, err error) {
 	err = q.QueryRowContext(ctx, `SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
-		FROM outbox.messages o WHERE topic = $1 AND acked = false AND NOT `+heldRow, planNow(topic)...).Scan(&n, &ageSeconds)
+		FROM outbox.messages o WHERE topic = $1 AND acked = false
+			AND NOT EXISTS (SELECT FROM outbox.dead_letters d
+				WHERE d.topic = $1 AND d.discarded_at IS NULL AND d.metadata->>'partition_key' = o.metadata->>'partition_key')`,
+		planNow(topic)...).Scan(&n, &ageSeconds)
 	return n, ageSeconds, err
 }
 
