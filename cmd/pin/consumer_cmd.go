@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/pinmarket/pin/modules/boost"
 	"github.com/pinmarket/pin/platform/consumer"
 	"github.com/pinmarket/pin/platform/observability"
 )
@@ -36,7 +35,13 @@ var consumerCommand = commandGroup("consumer", map[string]subcommand{
 // letters can be replayed by it, since a replay runs the consumer's handler
 // in this process (docs/consuming-the-event.md, "Dead letters").
 func consumerReplayers(logger *slog.Logger) []consumer.Replayer {
-	return []consumer.Replayer{boost.DeadLetterReplayer(logger)}
+	var replayers []consumer.Replayer
+	for _, m := range modules() {
+		if m.replayers != nil {
+			replayers = append(replayers, m.replayers(logger)...)
+		}
+	}
+	return replayers
 }
 
 // replayConsumerDeadLetters hands the named dead letters to their
