@@ -52,8 +52,9 @@ dev: ## run the module on this machine: API, expiry job, outbox relay and an emb
 	./$(BIN) dev
 
 # Go modules of their own inside the repository, which ./... does not descend
-# into: the event contract and its conformance kit (docs/adr/0022).
-NESTED_MODULES := modules/promotion/contract
+# into: the event contract and its conformance kit (docs/adr/0022), and the
+# schema compatibility gate every module's contract may take (ADR 0030).
+NESTED_MODULES := modules/promotion/contract platform/schemacompat
 
 # The test-only modules (cmd/pin/testdata/modules), registered in a build with
 # this tag: make test and make lint run with them, no shipped binary has them.
