@@ -29,11 +29,11 @@ var theList = []string{"modules.go", "modules_testonly.go"}
 var notYetMoved = []string{
 	// The promotion module's operator commands (poison, snapshot) use the
 	// command-line helpers of package main; they move into the module when
-	// those helpers leave it (issue 49, point 5).
+	// those helpers leave it.
 	"promotion_cmd.go",
 	"snapshot_cmd.go",
 	// The conformance runner judges the promotion contract; it moves out of
-	// package main beside the contract (issue 49, point 5).
+	// package main, beside the contract it judges.
 	"contract_broker.go",
 	"contract_cmd.go",
 }
