@@ -131,6 +131,7 @@ PIN_BENCH_PIN_BINARY=$root/$out/bin/pin PIN_BENCH_OLD_PIN_BINARY=$root/$out/bin/
 # shellcheck disable=SC2046
 step expire-drain -bench 'BenchmarkExpireDrain$' -benchtime "${PIN_BENCH_DRAIN_ITERATIONS:-5}x" \
   $(profile expire-drain) ./modules/promotion/internal/expirebench/
+step expire-batch-bound -bench 'BenchmarkExpireBatchBound$' -benchtime 10x -v ./modules/promotion/internal/expirebench/
 # shellcheck disable=SC2046
 step relay -bench 'BenchmarkCommitToKafka$' -benchtime 1x -v \
   $(profile relay) ./platform/outbox/
@@ -199,6 +200,10 @@ row "drain 10k, 2 vs 1" "$(metric expire-drain $b 2-vs-1)" ">=" 1.5 "x" expire-d
 row "  shared reference, 2 workers vs 1 (this machine's own)" "$(metric expire-drain $b reference-2-vs-1)" ">=" 0 "x" expire-drain
 row "  module's 2 vs 1 / reference's 2 vs 1" "$(metric expire-drain $b 2-vs-1/reference)" ">=" 0 "x" expire-drain
 echo "  (each drain checked: 10k Expired, none due, exactly one Expired event per purchase)" | tee -a "$out/summary.txt"
+b=BenchmarkExpireBatchBound/batch=10000
+row "largest batch, slowest selection (bound 6 s)" "$(metric expire-batch-bound $b max-select-ms)" "<=" 3000 "ms" expire-batch-bound
+row "largest batch, slowest write statement (6 s)" "$(metric expire-batch-bound $b max-write-ms)" "<=" 3000 "ms" expire-batch-bound
+row "largest batch, slowest build (idle bound 5 s)" "$(metric expire-batch-bound $b max-build-ms)" "<=" 2500 "ms" expire-batch-bound
 b=BenchmarkCommitToKafka/latency-200eps
 row "relay commit->consumer p50 @200 ev/s" "$(metric relay $b p50-ms)" "<=" 25 "ms" relay
 row "relay commit->consumer p99 @200 ev/s" "$(metric relay $b p99-ms)" "<=" 60 "ms" relay

@@ -27,7 +27,7 @@ import (
 // container image is built with -tags production, without this file.
 func dev(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "make-due" {
-		return makeDue(ctx, args[1:], environ, stdout)
+		return makeDue(ctx, args[1:], environ, stdout, stderr)
 	}
 	if err := noArgs("dev", "dev", args, stdout); err != nil {
 		return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/pinmarket/pin/platform/host"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
+	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // modules are the modules this binary hosts, in order: the one place in
@@ -103,7 +103,7 @@ type hostDeps struct {
 // object, and its lines in the text.
 type statusSection struct {
 	key   string
-	read  func(ctx context.Context, db *sql.DB) (any, error)
+	read  func(ctx context.Context, q postgres.Querier) (any, error)
 	print func(w io.Writer, v any, asOf time.Time)
 }
 
@@ -129,8 +129,8 @@ func (p *platform) promotionModule(authenticate echo.MiddlewareFunc, publisher *
 	})
 }
 
-func readExpirySection(ctx context.Context, db *sql.DB) (any, error) {
-	return promotion.ReadExpiryStatus(ctx, db)
+func readExpirySection(ctx context.Context, q postgres.Querier) (any, error) {
+	return promotion.ReadExpiryStatus(ctx, q)
 }
 
 // printExpirySection writes the expiry's lines of `pin status`.

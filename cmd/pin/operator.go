@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -186,17 +187,9 @@ func (d deadLetterSide[T]) runDiscard(ctx context.Context, args, environ []strin
 func parseDiscard(name string, args []string, stdout io.Writer) ([]int64, string, error) {
 	fs := newFlags(name)
 	reason := fs.String("reason", "", "why they are discarded (required): kept with each, shown by list --discarded")
-	var named []string
-	// Flags may follow the ids (discard 12 13 --reason "…"): the flag
-	// package stops at the first argument, so parse again after each.
-	for {
-		if err := parseFlags(fs, name+" ID... --reason TEXT", args, stdout); err != nil {
-			return nil, "", err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		named, args = append(named, fs.Arg(0)), fs.Args()[1:]
+	named, err := parseFlagsAmongArgs(fs, name+" ID... --reason TEXT", args, stdout)
+	if err != nil {
+		return nil, "", err
 	}
 	ids, err := namedOrAll(name, deadLetterIDWhat, named, false, deadLetterID)
 	if err != nil {
@@ -206,6 +199,22 @@ func parseDiscard(name string, args []string, stdout io.Writer) ([]int64, string
 		return nil, "", usageError{name + ": --reason is required: say why, it is kept with each dead letter"}
 	}
 	return ids, *reason, nil
+}
+
+// parseFlagsAmongArgs is parseFlags for a command whose flags may follow
+// its arguments (discard 12 13 --reason "…"): the flag package stops at the
+// first argument, so it parses again after each. It returns the arguments.
+func parseFlagsAmongArgs(fs *flag.FlagSet, synopsis string, args []string, stdout io.Writer) ([]string, error) {
+	var named []string
+	for {
+		if err := parseFlags(fs, synopsis, args, stdout); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return named, nil
+		}
+		named, args = append(named, fs.Arg(0)), fs.Args()[1:]
+	}
 }
 
 // reportReplayAll prints what a `replay --all` replayed on stdout and each

@@ -113,7 +113,8 @@ func (s *server) build(ctx context.Context) error {
 	if s.ln, err = new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen on %s (PIN_HTTP_ADDR): %w", cfg.HTTPAddr, err)
 	}
-	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr, Transient: postgres.IsTransient, ReadOnly: postgres.IsReadOnly, Propagator: otel.GetTextMapPropagator()}
+	httpCfg := httpserver.Config{Addr: cfg.HTTPAddr, Transient: postgres.IsTransient, ReadOnly: postgres.IsReadOnly,
+		AdmitWrite: s.readOnly.AdmitWrite, Propagator: otel.GetTextMapPropagator()}
 	e := httpserver.New(httpCfg, s.logger, s.reg, s.tp)
 	ln := s.ln
 	s.host, err = host.New(host.Config{ShutdownTimeout: cfg.ShutdownTimeout, DrainDelay: cfg.ShutdownDrain}, e, func(ctx context.Context) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/pinmarket/pin/platform/consumer"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox/relay"
+	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // moduleStatus is what `pin status --json` prints: the modules' state on one
@@ -104,33 +105,40 @@ func status(ctx context.Context, args, environ []string, stdout io.Writer) error
 }
 
 // readStatus gathers each part from its owner: the module, the outbox, the
-// consumer kit and, when it is configured, the broker.
+// consumer kit, all from one snapshot of the database so that they agree
+// (a backlog of 0 never comes with an oldest unsent row), and, when it is
+// configured, the broker.
 func readStatus(ctx context.Context, db *sql.DB, cfg config.Config) (moduleStatus, error) {
 	s := moduleStatus{AsOf: time.Now().UTC(), Outbox: []relay.TopicStatus{}, Consumers: []consumerStatus{}}
 	var consumed []consumedTopics
-	for _, m := range modules() {
-		consumed = append(consumed, m.consumes...)
-		if m.status == nil {
-			continue
+	var groups []consumer.GroupStatus
+	err := postgres.InSnapshot(ctx, db, func(q postgres.Querier) error {
+		for _, m := range modules() {
+			consumed = append(consumed, m.consumes...)
+			if m.status == nil {
+				continue
+			}
+			v, err := m.status.read(ctx, q)
+			if err != nil {
+				return err
+			}
+			s.Sections = append(s.Sections, sectionStatus{statusSection: m.status, value: v})
 		}
-		v, err := m.status.read(ctx, db)
-		if err != nil {
-			return s, err
+		for _, topic := range declaredTopics() {
+			t, err := relay.ReadStatus(ctx, q, topic)
+			if err != nil {
+				return err
+			}
+			s.Outbox = append(s.Outbox, t)
 		}
-		s.Sections = append(s.Sections, sectionStatus{statusSection: m.status, value: v})
-	}
-	for _, topic := range declaredTopics() {
-		t, err := relay.ReadStatus(ctx, db, topic)
-		if err != nil {
-			return s, err
+		names := make([]string, len(consumed))
+		for i, c := range consumed {
+			names[i] = c.group
 		}
-		s.Outbox = append(s.Outbox, t)
-	}
-	names := make([]string, len(consumed))
-	for i, c := range consumed {
-		names[i] = c.group
-	}
-	groups, err := consumer.ReadStatus(ctx, db, names)
+		var err error
+		groups, err = consumer.ReadStatus(ctx, q, names)
+		return err
+	})
 	if err != nil {
 		return s, err
 	}

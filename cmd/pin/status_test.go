@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -136,4 +137,32 @@ func TestStatusShowsTheModuleOnOneScreen(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestOperatorCommandsSayNoWritableDatabase: every host of the URL is a
+// server that is read-only (a standby, a demoted primary) and the URL asks
+// for a writable one (target_session_attrs=read-write). `pin status` and
+// the operator commands exit 1 saying there is no writable database and
+// naming each host tried, not with pgx's block of one line per host.
+func TestOperatorCommandsSayNoWritableDatabase(t *testing.T) {
+	t.Parallel()
+	db := testbed.NewDatabase(t)
+	a, b := testbed.StartDatabaseHost(t), testbed.StartDatabaseHost(t)
+	a.SetReadOnly(true)
+	b.SetReadOnly(true)
+	env := []string{"PIN_DATABASE_URL=" + testbed.HostListURL(t, db.URL, []string{a.Addr(), b.Addr()},
+		url.Values{"target_session_attrs": {"read-write"}})}
+	for _, args := range [][]string{
+		{"status"},
+		{"status", "--json"},
+		{"outbox", "dead-letters", "list"},
+		{"promotion", "poison", "list"},
+	} {
+		_, stderr, code := run(t, env, args...)
+		require.Equal(t, 1, code, "pin %v: %s", args, stderr)
+		require.Equal(t, 1, strings.Count(stderr, "\n"), "pin %v: one line: %s", args, stderr)
+		require.Contains(t, stderr, "no writable database: tried "+a.Addr(), "pin %v", args)
+		require.Contains(t, stderr, b.Addr()+" (127.0.0.1): read-only", "pin %v", args)
+		require.NotContains(t, stderr, "failed to connect", "pin %v", args)
+	}
 }

@@ -101,6 +101,9 @@ type wiring struct {
 	// apiHost, with apiPool, puts the API pool's sessions behind a host a
 	// test can demote (URL with target_session_attrs=read-write).
 	apiHost *testbed.DatabaseHost
+	// apiURL, with apiPool and no apiHost, makes the API pool's URL from
+	// the test database's.
+	apiURL func(dbURL string) string
 	// apiDB is set by newWiredBundle from apiPool.
 	apiDB *gorm.DB
 	// publications replace the module's own topics of the event when set.
@@ -153,8 +156,11 @@ func newWiredBundle(tb testing.TB, w wiring) *testBundle {
 		pool.Logger = w.logger()
 		pool.TracerProvider = w.tp
 		apiURL := db.URL
-		if w.apiHost != nil {
+		switch {
+		case w.apiHost != nil:
 			apiURL = testbed.HostListURL(tb, db.URL, []string{w.apiHost.Addr()}, url.Values{"target_session_attrs": {"read-write"}})
+		case w.apiURL != nil:
+			apiURL = w.apiURL(db.URL)
 		}
 		apiDB, err := postgres.OpenPool(context.Background(), apiURL, pool)
 		require.NoError(tb, err)
@@ -168,7 +174,11 @@ func newWiredBundle(tb testing.TB, w wiring) *testBundle {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	e := httpserver.New(httpserver.Config{Transient: postgres.IsTransient, ReadOnly: postgres.IsReadOnly}, w.logger(), w.registerer, tp)
+	httpCfg := httpserver.Config{Transient: postgres.IsTransient, ReadOnly: postgres.IsReadOnly}
+	if w.apiPool != nil && w.apiPool.ReadOnly != nil {
+		httpCfg.AdmitWrite = w.apiPool.ReadOnly.AdmitWrite // as `pin serve` wires it
+	}
+	e := httpserver.New(httpCfg, w.logger(), w.registerer, tp)
 	module.RegisterRoutes(e.Group(""))
 	return &testBundle{db: db, e: e, authn: authn, module: module, apiDB: w.apiDB}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
+	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // PoisonPurchase is a purchase the expiry job remembers as poison, as
@@ -40,6 +41,6 @@ type LastCycle = adapters.LastCycle
 
 // ReadExpiryStatus reads the expiry's state; like ListPoison it needs only
 // the database.
-func ReadExpiryStatus(ctx context.Context, db *sql.DB) (ExpiryStatus, error) {
+func ReadExpiryStatus(ctx context.Context, db postgres.Querier) (ExpiryStatus, error) {
 	return adapters.ReadExpiryStatus(ctx, db)
 }

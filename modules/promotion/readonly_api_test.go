@@ -31,24 +31,37 @@ type readOnlyBundle struct {
 	reg  *prometheus.Registry
 	pool postgres.PoolConfig
 	buy  func() served
+	// packageID and token make a purchase (buy).
+	packageID, token string
 }
 
 // newReadOnlyBundle wires the API on a pool of its own, its sessions
 // behind apiHost when not nil, with /readyz on that pool.
 func newReadOnlyBundle(t *testing.T, apiHost *testbed.DatabaseHost) *readOnlyBundle {
 	t.Helper()
+	return newReadOnlyBundleWired(t, wiring{apiHost: apiHost})
+}
+
+// newReadOnlyBundleWired is newReadOnlyBundle with the API pool's URL
+// chosen by w (apiHost or apiURL).
+func newReadOnlyBundleWired(t *testing.T, w wiring) *readOnlyBundle {
+	t.Helper()
 	rb := &readOnlyBundle{logs: &testbed.LogBuffer{}, reg: prometheus.NewRegistry(), pool: testAPIPool}
+	if w.apiPool != nil {
+		rb.pool = *w.apiPool
+	}
 	rb.pool.ReadOnly = postgres.NewReadOnlyWatch(observability.NewLogger(rb.logs, 0), rb.reg)
-	rb.testBundle = newWiredBundle(t, wiring{apiPool: &rb.pool, apiHost: apiHost, logs: rb.logs})
+	w.apiPool, w.logs = &rb.pool, rb.logs
+	rb.testBundle = newWiredBundle(t, w)
 	apiSQL, err := rb.apiDB.DB()
 	require.NoError(t, err)
 	host.RegisterProbes(rb.e, func(ctx context.Context) error { return postgres.Ready(ctx, apiSQL) },
 		observability.NewRegistry(), observability.NewLogger(rb.logs, 0))
 	pkg := rb.createPackage(t, "project-boost-week", "ProjectBoost")
-	token := rb.tenantToken(t, uuid.New())
+	rb.packageID, rb.token = pkg.ID, rb.tenantToken(t, uuid.New())
 	rb.buy = func() served {
-		return rb.doOffTest(request{method: http.MethodPost, path: purchasesPath, token: token,
-			body: purchaseBody(pkg.ID, "Project", uuid.New())})
+		return rb.doOffTest(request{method: http.MethodPost, path: purchasesPath, token: rb.token,
+			body: purchaseBody(rb.packageID, "Project", uuid.New())})
 	}
 	require.Equal(t, http.StatusCreated, rb.buy().check(t).status)
 	return rb

@@ -26,7 +26,7 @@ type GroupStatus struct {
 
 // ReadStatus returns the state of each consumer of groups, and of any other
 // consumer that has dead letters, by name.
-func ReadStatus(ctx context.Context, db *sql.DB, groups []string) ([]GroupStatus, error) {
+func ReadStatus(ctx context.Context, db postgres.Querier, groups []string) ([]GroupStatus, error) {
 	rows, err := db.QueryContext(ctx, `SELECT g.consumer,
 			(SELECT count(*) FROM consumer.dead_letters d WHERE d.consumer = g.consumer AND d.`+waiting+`),
 			(SELECT count(*) FROM consumer.dead_letters d WHERE d.consumer = g.consumer AND NOT d.`+waiting+`),

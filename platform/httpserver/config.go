@@ -57,6 +57,12 @@ type Config struct {
 	// database-read-only with Retry-After and not logged here: the pool
 	// logs the episode once (ADR 0021). Nil: none.
 	ReadOnly func(error) bool
+	// AdmitWrite, when set, is asked before a write (a request other than
+	// GET, HEAD, OPTIONS or TRACE to a route) is handled; its error is
+	// answered at once, as the handler's would be. It holds writes back
+	// while the database refuses them (postgres.ReadOnlyWatch.AdmitWrite,
+	// ADR 0031), so an outage is answered without a round trip.
+	AdmitWrite func() error
 	// RetryAfter is the Retry-After of a 503.
 	RetryAfter time.Duration
 	// MaxHeaderBytes caps the request line and headers (net/http's default

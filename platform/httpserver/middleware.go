@@ -125,6 +125,30 @@ func bodyLimit(limit int64) echo.MiddlewareFunc {
 	}
 }
 
+// admitWrites asks admit (nil: admit all) before a write to a route is
+// handled and answers its error instead. Reads, and requests no route
+// matched (their 404 or 405), pass.
+func admitWrites(admit func() error) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		if admit == nil {
+			return next
+		}
+		return func(c *echo.Context) error {
+			switch c.Request().Method {
+			case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+				return next(c)
+			}
+			if isRouterFallback(c) {
+				return next(c)
+			}
+			if err := admit(); err != nil {
+				return err
+			}
+			return next(c)
+		}
+	}
+}
+
 // deadline is Echo's ContextTimeout: the request's context gets the
 // handler timeout. Its error handler answers 503 with Retry-After for what
 // ran out of that time or failed in a way transient recognises, instead of

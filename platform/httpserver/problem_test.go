@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,4 +224,44 @@ func TestReadOnlyDatabaseIs503DatabaseReadOnly(t *testing.T) {
 	}
 	require.Empty(t, b.logs.Records(t, "http: dependency unavailable"))
 	require.Empty(t, b.logs.Records(t, "http: internal error"))
+}
+
+// TestAdmitWriteAnswersAWriteWithoutHandlingIt (ADR 0031): while AdmitWrite
+// refuses, a write to a route is answered from its error at once, its
+// handler never run; reads and requests no route matched pass as before.
+func TestAdmitWriteAnswersAWriteWithoutHandlingIt(t *testing.T) {
+	t.Parallel()
+	refused := errors.New("writes held back")
+	isRefused := func(err error) bool { return errors.Is(err, refused) }
+	var holding atomic.Bool
+	holding.Store(true)
+	b := newTestBundle(t, httpserver.Config{Transient: isRefused, ReadOnly: isRefused, RetryAfter: 3 * time.Second,
+		AdmitWrite: func() error {
+			if holding.Load() {
+				return refused
+			}
+			return nil
+		}})
+	var handled atomic.Int64
+	handle := func(c *echo.Context) error { handled.Add(1); return c.NoContent(http.StatusNoContent) }
+	b.e.GET("/item", handle)
+	b.e.POST("/item", handle)
+	b.e.PATCH("/item", handle)
+	b.e.DELETE("/item", handle)
+
+	for _, method := range []string{http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		rec := b.do(t, httptest.NewRequest(method, "/item", nil))
+		require.Equal(t, http.StatusServiceUnavailable, rec.Code, method)
+		require.Equal(t, "3", rec.Header().Get("Retry-After"))
+		require.Equal(t, httpserver.ProblemTypeBase+apperror.SlugDatabaseReadOnly, decodeProblem(t, rec.Header(), rec.Body.Bytes()).Type)
+	}
+	require.Zero(t, handled.Load(), "no write reached its handler")
+	require.Equal(t, http.StatusNoContent, b.do(t, httptest.NewRequest(http.MethodGet, "/item", nil)).Code, "reads pass")
+	require.Equal(t, http.StatusNotFound, b.do(t, httptest.NewRequest(http.MethodPost, "/nowhere", nil)).Code)
+	require.Equal(t, http.StatusMethodNotAllowed, b.do(t, httptest.NewRequest(http.MethodPut, "/item", nil)).Code)
+	require.Empty(t, b.logs.Records(t, "http: dependency unavailable"), "the watch names the episode")
+
+	holding.Store(false)
+	require.Equal(t, http.StatusNoContent, b.do(t, httptest.NewRequest(http.MethodPost, "/item", nil)).Code)
+	require.EqualValues(t, 2, handled.Load())
 }

@@ -30,8 +30,8 @@ const ServiceName = "pin"
 // Middleware order, outermost first: request id (so every later log line
 // carries it), tracing (the span covers everything below), metrics and
 // access log (it sees the final status because it renders errors itself),
-// panic recovery, body limit, handler deadline (which also turns a
-// dependency's transient failure into 503).
+// panic recovery, body limit, the write gate (AdmitWrite), handler
+// deadline (which also turns a dependency's transient failure into 503).
 func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, tp trace.TracerProvider) *echo.Echo {
 	if err := cfg.Validate(); err != nil {
 		panic(fmt.Sprintf("httpserver.New: %v", err))
@@ -61,6 +61,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, tp trace.Tr
 		observe(logger, newHTTPMetrics(reg)),
 		recoverPanics(),
 		bodyLimit(limit),
+		admitWrites(cfg.AdmitWrite),
 		deadline(cfg.HandlerTimeout, cfg.Transient, cfg.RetryAfter),
 	)
 	return e

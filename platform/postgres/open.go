@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +39,9 @@ const (
 	// cancelWait is how long a cancelled statement's connection waits for
 	// the server to confirm the cancel before it is closed instead.
 	cancelWait = time.Second
+	// connectTimeout bounds each host's connection attempt (connect_timeout,
+	// whole seconds) unless the URL sets its own.
+	connectTimeout = 2 * time.Second
 )
 
 // PoolConfig shapes a connection pool. Zero fields take Open's defaults;
@@ -138,13 +142,14 @@ func OpenPool(ctx context.Context, url string, cfg PoolConfig) (*gorm.DB, error)
 	}
 	// A connection refused as read-only is counted and dropped before its
 	// next use (ADR 0021): its replacement goes through
-	// target_session_attrs to a writable host.
+	// target_session_attrs to a writable host. While the database refuses
+	// writes, such a pool leaves finding one to the watch's check (ADR 0031).
 	readOnly := cfg.ReadOnly
 	if readOnly == nil {
 		readOnly = NewReadOnlyWatch(cfg.Logger, nil)
 	}
 	connCfg.OnPgError = readOnly.onPgError(connCfg.OnPgError)
-	connCfg.ValidateConnect = readOnly.validateConnect(connCfg.ValidateConnect)
+	writableOnly := connCfg.ValidateConnect != nil
 	connCfg.Tracer = multitracer.New(newTracer(cfg.TracerProvider), readOnly)
 	// A cancelled context cancels the statement on the server (pgx's default
 	// only closes the socket): a backend waiting on a lock does not notice
@@ -152,7 +157,10 @@ func OpenPool(ctx context.Context, url string, cfg PoolConfig) (*gorm.DB, error)
 	connCfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelWait}
 	}
-	db, err := gorm.Open(gormpostgres.New(gormpostgres.Config{Conn: stdlib.OpenDB(*connCfg, stdlib.OptionResetSession(resetSession))}), &gorm.Config{
+	readOnly.watchPool(connCfg)
+	pool := sql.OpenDB(connector{Connector: stdlib.GetConnector(*connCfg, stdlib.OptionResetSession(readOnly.resetSession)),
+		watch: readOnly, writableOnly: writableOnly})
+	db, err := gorm.Open(gormpostgres.New(gormpostgres.Config{Conn: pool}), &gorm.Config{
 		PrepareStmt:          false,
 		DisableAutomaticPing: true,
 		NowFunc:              func() time.Time { return time.Now().UTC() },
@@ -174,7 +182,7 @@ func OpenPool(ctx context.Context, url string, cfg PoolConfig) (*gorm.DB, error)
 	sqlDB.SetConnMaxIdleTime(connMaxIdleTime)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		_ = sqlDB.Close()
-		return nil, fmt.Errorf("postgres: connect to %s: %w", Redact(url), err)
+		return nil, fmt.Errorf("postgres: connect to %s: %w", Redact(url), noWritableDatabase(err))
 	}
 	return db, nil
 }
@@ -192,6 +200,12 @@ func withSessionParams(dsn string, cfg PoolConfig) (string, error) {
 	}
 	if !strings.Contains(strings.ToLower(dsn), "timezone=") {
 		params["timezone"] = "UTC"
+	}
+	// A host that does not answer (a stopped VM, a dropped route) costs a
+	// connection attempt connectTimeout, not the system's TCP timeout of
+	// minutes; the URL or PGCONNECT_TIMEOUT may say otherwise (ADR 0031).
+	if !strings.Contains(strings.ToLower(dsn), "connect_timeout=") && os.Getenv("PGCONNECT_TIMEOUT") == "" {
+		params["connect_timeout"] = strconv.Itoa(int(connectTimeout.Seconds()))
 	}
 	if cfg.StatementTimeout > 0 {
 		params["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)

@@ -14,10 +14,10 @@ import (
 func TestWithSessionParams(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"postgres://u@h:5432/db?sslmode=disable":          "postgres://u@h:5432/db?jit=off&sslmode=disable&timezone=UTC",
-		"postgres://u@h/db?TimeZone=Europe/Moscow&jit=on": "postgres://u@h/db?TimeZone=Europe/Moscow&jit=on",
-		"host=h dbname=db":                                "host=h dbname=db jit=off timezone=UTC",
-		"host=h dbname=db timezone=UTC jit=off":           "host=h dbname=db timezone=UTC jit=off",
+		"postgres://u@h:5432/db?sslmode=disable":                            "postgres://u@h:5432/db?connect_timeout=2&jit=off&sslmode=disable&timezone=UTC",
+		"postgres://u@h/db?TimeZone=Europe/Moscow&jit=on&connect_timeout=7": "postgres://u@h/db?TimeZone=Europe/Moscow&jit=on&connect_timeout=7",
+		"host=h dbname=db":                      "host=h dbname=db connect_timeout=2 jit=off timezone=UTC",
+		"host=h dbname=db timezone=UTC jit=off": "host=h dbname=db timezone=UTC jit=off connect_timeout=2",
 	} {
 		got, err := withSessionParams(in, PoolConfig{})
 		require.NoError(t, err)
@@ -25,10 +25,10 @@ func TestWithSessionParams(t *testing.T) {
 	}
 	got, err := withSessionParams("postgres://u@h/db", APIPool)
 	require.NoError(t, err)
-	require.Equal(t, "postgres://u@h/db?idle_in_transaction_session_timeout=5000&jit=off&lock_timeout=2000&statement_timeout=5000&timezone=UTC", got)
+	require.Equal(t, "postgres://u@h/db?connect_timeout=2&idle_in_transaction_session_timeout=5000&jit=off&lock_timeout=2000&statement_timeout=5000&timezone=UTC", got)
 	got, err = withSessionParams("host=h", APIPool)
 	require.NoError(t, err)
-	require.Equal(t, "host=h idle_in_transaction_session_timeout=5000 jit=off lock_timeout=2000 statement_timeout=5000 timezone=UTC", got)
+	require.Equal(t, "host=h connect_timeout=2 idle_in_transaction_session_timeout=5000 jit=off lock_timeout=2000 statement_timeout=5000 timezone=UTC", got)
 }
 
 func TestRedact(t *testing.T) {
@@ -51,10 +51,10 @@ func TestApplicationNameNamesInstanceAndRole(t *testing.T) {
 
 	got, err := withSessionParams("postgres://u@h/db", PoolConfig{ApplicationName: "pin/h-1/api"})
 	require.NoError(t, err)
-	require.Equal(t, "postgres://u@h/db?application_name=pin%2Fh-1%2Fapi&jit=off&timezone=UTC", got)
+	require.Equal(t, "postgres://u@h/db?application_name=pin%2Fh-1%2Fapi&connect_timeout=2&jit=off&timezone=UTC", got)
 	got, err = withSessionParams("postgres://u@h/db?application_name=mine", PoolConfig{ApplicationName: "pin/h-1/api"})
 	require.NoError(t, err)
-	require.Equal(t, "postgres://u@h/db?application_name=mine&jit=off&timezone=UTC", got)
+	require.Equal(t, "postgres://u@h/db?application_name=mine&connect_timeout=2&jit=off&timezone=UTC", got)
 }
 
 // TestHostListsSurviveTheURLRewrites: a URL that lists several hosts

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -181,6 +182,39 @@ func TestOpenFailsWhenUnreachable(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, postgres.IsUnavailable(err), "%v", err)
 	require.NotContains(t, err.Error(), "secret")
+}
+
+// TestConnectGivesUpOnASilentHost (ADR 0031): a host that takes the TCP
+// connection and never answers (a paused VM) costs a connection attempt
+// connect_timeout, 2 s unless the URL sets it, not the caller's deadline.
+func TestConnectGivesUpOnASilentHost(t *testing.T) {
+	t.Parallel()
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = silent.Close() })
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() }) // held open, never answered
+		}
+	}()
+	for _, tc := range []struct {
+		query string
+		want  time.Duration
+	}{{"sslmode=disable", 2 * time.Second}, {"sslmode=disable&connect_timeout=1", time.Second}} {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		start := time.Now()
+		_, err := postgres.Open(ctx, "postgres://postgres@"+silent.Addr().String()+"/pin?"+tc.query)
+		took := time.Since(start)
+		cancel()
+		require.Error(t, err, tc.query)
+		require.True(t, postgres.IsUnavailable(err), "%v", err)
+		require.GreaterOrEqual(t, took, tc.want, tc.query)
+		require.Less(t, took, tc.want+3*time.Second, "%s: gave up after %s", tc.query, took)
+	}
 }
 
 func TestMigrationsEnsureDatabaseAndReady(t *testing.T) {

@@ -2,12 +2,14 @@ package postgres_test
 
 import (
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -148,4 +150,192 @@ func TestReadyIsNotReadyWhileTheDatabaseIsReadOnly(t *testing.T) {
 
 	b.db.Fence(t, false)
 	testbed.Eventually(t, func() error { return postgres.Ready(t.Context(), b.db.SQL) })
+}
+
+// TestOpenWithNoWritableHostSaysSo: no host of a URL with
+// target_session_attrs takes writes, one read-only and one not listening.
+// The error says there is no writable database and names each host and
+// why, and is still transient and read-only for the callers that ask.
+func TestOpenWithNoWritableHostSaysSo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	standby := testbed.StartDatabaseHost(t)
+	standby.SetReadOnly(true)
+	down := testbed.FreeAddr(t)
+	dbURL := testbed.HostListURL(t, b.db.URL, []string{standby.Addr(), down}, url.Values{"target_session_attrs": {"read-write"}})
+
+	_, err := postgres.OpenPool(t.Context(), dbURL, postgres.PoolConfig{Logger: slog.New(slog.DiscardHandler)})
+
+	var noWritable *postgres.NoWritableDatabaseError
+	require.ErrorAs(t, err, &noWritable)
+	require.Len(t, noWritable.Tried, 2)
+	require.Equal(t, standby.Addr()+" (127.0.0.1): read-only", noWritable.Tried[0])
+	require.Contains(t, noWritable.Tried[1], down+" (127.0.0.1): ")
+	require.Contains(t, noWritable.Tried[1], "refused")
+	require.NotContains(t, err.Error(), "failed to connect")
+	require.True(t, postgres.IsReadOnly(err))
+	require.True(t, postgres.IsTransient(err))
+}
+
+// openOn opens a pool of n connections on dbURL, watched by f's watch, and
+// returns it with the watch.
+func (f *failoverBundle) openOn(t *testing.T, dbURL string, n int) (*sql.DB, *postgres.ReadOnlyWatch) {
+	t.Helper()
+	logger := slog.New(slog.NewJSONHandler(f.logs, nil))
+	watch := postgres.NewReadOnlyWatch(logger, f.reg)
+	gdb, err := postgres.OpenPool(t.Context(), dbURL, postgres.PoolConfig{MaxOpenConns: n, Logger: logger, ReadOnly: watch})
+	require.NoError(t, err)
+	pool, err := gdb.DB()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pool.Close() })
+	return pool, watch
+}
+
+// holdOpen makes the pool open n sessions at once, then gives them back.
+func holdOpen(t *testing.T, pool *sql.DB, n int) {
+	t.Helper()
+	conns := make([]*sql.Conn, n)
+	for i := range conns {
+		var err error
+		conns[i], err = pool.Conn(t.Context())
+		require.NoError(t, err)
+		require.NoError(t, conns[i].PingContext(t.Context()))
+	}
+	for _, c := range conns {
+		require.NoError(t, c.Close())
+	}
+}
+
+// TestWritesAreHeldBackWhileTheDatabaseRefusesThem (ADR 0031): once a
+// write is refused, AdmitWrite answers at once with a read-only refusal,
+// and however often it is asked, the watch's checks open about a session
+// a second; when the host takes writes again, a check lets writes through.
+// The URL is the default one: a single host, no target_session_attrs.
+func TestWritesAreHeldBackWhileTheDatabaseRefusesThem(t *testing.T) {
+	t.Parallel()
+	f := &failoverBundle{testBundle: setup(t), primary: testbed.StartDatabaseHost(t), reg: prometheus.NewRegistry(), logs: &testbed.LogBuffer{}}
+	pool, watch := f.openOn(t, testbed.HostListURL(t, f.db.URL, []string{f.primary.Addr()}, nil), 2)
+	f.pool = pool
+	require.NoError(t, watch.AdmitWrite())
+	require.NoError(t, f.write(t))
+
+	f.primary.SetReadOnly(true)
+	require.True(t, postgres.IsReadOnly(f.write(t)))
+	before, start := f.primary.Sessions(), time.Now()
+	held := 0
+	for time.Since(start) < 2*time.Second { // asked as a busy API would, for two seconds
+		err := watch.AdmitWrite()
+		require.True(t, postgres.IsReadOnly(err), "%v", err)
+		require.True(t, postgres.IsTransient(err), "%v", err)
+		held++
+		time.Sleep(time.Millisecond)
+	}
+	opened := f.primary.Sessions() - before
+	t.Logf("%d writes held back in %s; %d sessions opened by the checks", held, time.Since(start).Round(time.Millisecond), opened)
+	require.LessOrEqual(t, opened, int64(8), "the checks, 50 ms doubling to 1 s, not one per write")
+	require.Positive(t, opened, "the watch checks for a writable host")
+	require.GreaterOrEqual(t, f.refusals(t), float64(held+1), "every write held back is counted")
+
+	f.primary.SetReadOnly(false)
+	f.requireWritesComeBack(t, watch, 4)
+}
+
+// requireWritesComeBack waits for watch to admit writes again, then makes
+// n writes, each of which must succeed, and checks that the outage was
+// one episode.
+func (f *failoverBundle) requireWritesComeBack(t *testing.T, watch *postgres.ReadOnlyWatch, n int) {
+	t.Helper()
+	testbed.Eventually(t, watch.AdmitWrite)
+	for range n {
+		require.NoError(t, f.write(t))
+	}
+	require.Len(t, f.logs.Records(t, "postgres: the database refuses writes"), 1)
+	require.Len(t, f.logs.Records(t, "postgres: the database accepts writes again"), 1)
+}
+
+// TestAWritableOnlyPoolLeavesConnectingToTheChecks (ADR 0031): with
+// target_session_attrs=read-write and no host taking writes, a pool that
+// needs a session fails at once with a read-only refusal instead of
+// connecting to every host of its URL each time.
+func TestAWritableOnlyPoolLeavesConnectingToTheChecks(t *testing.T) {
+	t.Parallel()
+	f := newFailover(t, false)
+	f.primary.SetReadOnly(true)
+	require.True(t, postgres.IsReadOnly(f.write(t)), "the episode begins")
+	sessions := func() int64 { return f.primary.Sessions() + f.standby.Sessions() }
+	before, start := sessions(), time.Now()
+	for range 200 {
+		conn, err := f.pool.Conn(t.Context())
+		if err == nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // never reused
+			_ = conn.Close()
+			continue
+		}
+		require.True(t, postgres.IsReadOnly(err), "%v", err)
+	}
+	elapsed := time.Since(start)
+	opened := sessions() - before
+	t.Logf("200 sessions asked for in %s; %d opened", elapsed.Round(time.Millisecond), opened)
+	require.LessOrEqual(t, float64(opened), 2*(4+elapsed.Seconds()), "two hosts a check, a few checks a second")
+
+	f.standby.SetReadOnly(false)
+	testbed.Eventually(t, func() error { return f.write(t) })
+	require.Len(t, f.logs.Records(t, "postgres: the database refuses writes"), 1)
+}
+
+// TestSessionsLeftOnTheOldPrimaryAreDroppedWhenWritesComeBack: a failover
+// leaves three sessions on the demoted primary and only one meets a
+// refusal. When a check finds the promoted standby, the other two are
+// dropped before their next use, not refused one write each: the failover
+// stays one episode and every write after it succeeds.
+func TestSessionsLeftOnTheOldPrimaryAreDroppedWhenWritesComeBack(t *testing.T) {
+	t.Parallel()
+	f := &failoverBundle{testBundle: setup(t), primary: testbed.StartDatabaseHost(t), standby: testbed.StartDatabaseHost(t),
+		reg: prometheus.NewRegistry(), logs: &testbed.LogBuffer{}}
+	f.standby.SetReadOnly(true)
+	pool, watch := f.openOn(t, testbed.HostListURL(t, f.db.URL, []string{f.primary.Addr(), f.standby.Addr()},
+		url.Values{"target_session_attrs": {"read-write"}}), 3)
+	f.pool = pool
+	holdOpen(t, pool, 3)
+
+	f.primary.SetReadOnly(true)
+	require.True(t, postgres.IsReadOnly(f.write(t)))
+	f.standby.SetReadOnly(false)
+	f.requireWritesComeBack(t, watch, 6)
+}
+
+// TestAStatementRunningWhenWritesStopDoesNotEndTheEpisode: a statement
+// already running when the primary turns read-only succeeds on a session
+// the server has not switched yet; that is no sign writes are back, and
+// the episode a refused write began goes on.
+func TestAStatementRunningWhenWritesStopDoesNotEndTheEpisode(t *testing.T) {
+	t.Parallel()
+	f := &failoverBundle{testBundle: setup(t), primary: testbed.StartDatabaseHost(t), reg: prometheus.NewRegistry(), logs: &testbed.LogBuffer{}}
+	pool, watch := f.openOn(t, testbed.HostListURL(t, f.db.URL, []string{f.primary.Addr()}, nil), 2)
+	f.pool = pool
+	const marker = "SELECT pg_sleep(0.5) AS running_when_writes_stop"
+	running := make(chan error, 1)
+	go func() {
+		_, err := pool.ExecContext(t.Context(), marker)
+		running <- err
+	}()
+	testbed.Eventually(t, func() error {
+		var n int
+		if err := f.db.SQL.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE query = $1 AND state = 'active'`, marker).Scan(&n); err != nil {
+			return err
+		}
+		if n != 1 {
+			return errors.New("the statement is not running yet")
+		}
+		return nil
+	})
+
+	f.primary.SetReadOnly(true)
+	require.True(t, postgres.IsReadOnly(f.write(t)), "a write on another session is refused")
+	require.NoError(t, <-running, "the statement that was running succeeds")
+	require.True(t, postgres.IsReadOnly(watch.AdmitWrite()), "and the episode goes on")
+	require.Empty(t, f.logs.Records(t, "postgres: the database accepts writes again"))
+
+	f.primary.SetReadOnly(false)
+	f.requireWritesComeBack(t, watch, 2)
 }

@@ -29,9 +29,11 @@ type DatabaseHost struct {
 	// epoch counts SetReadOnly(true) calls; a session is switched when it
 	// has seen fewer.
 	epoch atomic.Int64
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]bool
+	// sessions counts the connections the host accepted.
+	sessions atomic.Int64
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[net.Conn]bool
 }
 
 // StartDatabaseHost starts a host in front of the server of BaseURL,
@@ -48,12 +50,16 @@ func StartDatabaseHost(tb testing.TB) *DatabaseHost {
 	}
 	h := &DatabaseHost{ln: ln, upstream: base.Host, conns: map[net.Conn]bool{}}
 	h.wg.Go(h.accept)
-	tb.Cleanup(h.stop)
+	tb.Cleanup(h.Stop)
 	return h
 }
 
 // Addr is the host's host:port.
 func (h *DatabaseHost) Addr() string { return h.ln.Addr().String() }
+
+// Sessions is how many connections the host has accepted: the sessions
+// its clients opened, for a test that bounds how many an outage costs.
+func (h *DatabaseHost) Sessions() int64 { return h.sessions.Load() }
 
 // SetReadOnly makes the host refuse writes (on) or take them (off) in new
 // sessions; on also switches the open ones, as a demotion leaves them.
@@ -81,13 +87,20 @@ func HostListURL(tb testing.TB, dbURL string, hosts []string, params url.Values)
 	return u.String()
 }
 
-func (h *DatabaseHost) stop() {
-	_ = h.ln.Close()
+// Stop stops the host as a primary stops: its sessions are closed and
+// its port refuses connections from then on.
+func (h *DatabaseHost) Stop() {
+	// The sessions first: once a client is refused a connection, none of
+	// its statements still succeeds here. A session accepted meanwhile is
+	// refused by track.
 	h.mu.Lock()
-	for c := range h.conns {
+	conns := h.conns
+	h.conns = nil
+	h.mu.Unlock()
+	for c := range conns {
 		_ = c.Close()
 	}
-	h.mu.Unlock()
+	_ = h.ln.Close()
 	h.wg.Wait()
 }
 
@@ -110,6 +123,7 @@ func (h *DatabaseHost) accept() {
 			h.mu.Unlock()
 			return
 		}
+		h.sessions.Add(1)
 		h.wg.Go(func() { h.serve(client) })
 	}
 }

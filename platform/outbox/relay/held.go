@@ -2,11 +2,11 @@ package relay
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
 	"github.com/pinmarket/pin/platform/outbox/internal/store"
+	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // A held key: while a record of a key waits in the dead letters (neither
@@ -38,7 +38,7 @@ type HeldKey struct {
 }
 
 // readHeld reads the held keys of topic.
-func readHeld(ctx context.Context, db *sql.DB, topic string) (HeldKeys, error) {
+func readHeld(ctx context.Context, db postgres.Querier, topic string) (HeldKeys, error) {
 	raw, err := store.HeldCounts(ctx, db, topic)
 	if err != nil {
 		return HeldKeys{}, fmt.Errorf("outbox: held keys of %s: %w", topic, err)

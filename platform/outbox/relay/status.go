@@ -9,6 +9,7 @@ import (
 
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/outbox/internal/store"
+	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // TopicStatus is the state of one topic's outbox, as `pin status` shows it.
@@ -42,9 +43,11 @@ type Leader struct {
 	BackendStart    time.Time `json:"backendStart"`
 }
 
-// ReadStatus reads the state of topic's outbox. The leader is found as the
-// runbook's lock-holder query finds it (docs/runbooks/outbox-backlog.md).
-func ReadStatus(ctx context.Context, db *sql.DB, topic string) (TopicStatus, error) {
+// ReadStatus reads the state of topic's outbox from db, a pool or a
+// snapshot (postgres.InSnapshot: its backlog and oldest row then agree).
+// The leader is found as the runbook's lock-holder query finds it
+// (docs/runbooks/outbox-backlog.md).
+func ReadStatus(ctx context.Context, db postgres.Querier, topic string) (TopicStatus, error) {
 	if err := outbox.CheckTopic(topic); err != nil {
 		return TopicStatus{}, err
 	}

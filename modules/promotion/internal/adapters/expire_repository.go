@@ -46,34 +46,51 @@ type ExpireTimeouts struct {
 	// IdleInTransaction is idle_in_transaction_session_timeout: the server
 	// ends the session of a client silent between two statements (25P03).
 	IdleInTransaction time.Duration
+	// Unread is tcp_user_timeout: the server ends the session of a client
+	// that stops reading what it is sent (its TCP window shut), where the
+	// backend waits in ClientWrite and no statement or idle bound applies.
+	Unread time.Duration
 }
 
 // DefaultExpireTimeouts hold a stuck batch's rows (HoldBound, 6 s) for less
 // than a cancel waits for one (cancelLockWait), inside the API's 10 s request
-// deadline. A batch of the largest size (10 000) takes about a second.
-var DefaultExpireTimeouts = ExpireTimeouts{Lock: 5 * time.Second, Statement: 6 * time.Second, IdleInTransaction: 5 * time.Second}
+// deadline (ADR 0014; the largest batch's timings are in performance.md).
+var DefaultExpireTimeouts = ExpireTimeouts{Lock: 5 * time.Second, Statement: 6 * time.Second, IdleInTransaction: 5 * time.Second,
+	Unread: 2 * time.Second}
 
 // HoldBound is the longest a batch within t holds its rows when one of its
-// steps is stuck: a statement running (Statement, its lock waits included)
-// or its client silent (IdleInTransaction). Its other steps take milliseconds.
+// steps is stuck: a statement running (Statement, its lock waits included),
+// its client silent (IdleInTransaction), or its selection's rows unread
+// (Unread, after the selection ran: well inside Statement at any allowed
+// batch size). Its other steps take milliseconds.
 func (t ExpireTimeouts) HoldBound() time.Duration { return max(t.Statement, t.IdleInTransaction) }
 
 // batchSession is the batch transaction's first statement: its timeouts
 // (@lock_timeout, @statement_timeout, @idle_in_transaction_session_timeout,
-// in milliseconds; ExpireTimeouts.args) and its plan cache mode: the batch's
+// @tcp_user_timeout, in milliseconds; ExpireTimeouts.args) and its plan cache mode: the batch's
 // statements plan the same for any parameters, and a custom plan per batch
 // cost more than running the selection (performance.md). set_config's true
 // makes each a SET LOCAL, gone with the transaction.
 const batchSession = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
 	set_config('lock_timeout', @lock_timeout, true),
 	set_config('statement_timeout', @statement_timeout, true),
-	set_config('idle_in_transaction_session_timeout', @idle_in_transaction_session_timeout, true)`
+	set_config('idle_in_transaction_session_timeout', @idle_in_transaction_session_timeout, true),
+	set_config('tcp_user_timeout', @tcp_user_timeout, true)`
 
 // args are batchSession's parameters for t.
 func (t ExpireTimeouts) args() pgx.NamedArgs {
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	return pgx.NamedArgs{"lock_timeout": ms(t.Lock), "statement_timeout": ms(t.Statement),
-		"idle_in_transaction_session_timeout": ms(t.IdleInTransaction)}
+		"idle_in_transaction_session_timeout": ms(t.IdleInTransaction), "tcp_user_timeout": ms(t.Unread)}
+}
+
+// frozenClientArgs are t's bounds on a frozen client alone, named as in
+// batchSession: for the other transactions that hold purchases (a cancel, a
+// snapshot batch).
+func (t ExpireTimeouts) frozenClientArgs() pgx.NamedArgs {
+	all := t.args()
+	return pgx.NamedArgs{"idle_in_transaction_session_timeout": all["idle_in_transaction_session_timeout"],
+		"tcp_user_timeout": all["tcp_user_timeout"]}
 }
 
 var _ app.ExpireBatchStorage = (*ExpireRepository)(nil)
@@ -91,9 +108,10 @@ func NewExpireRepository(db *gorm.DB, publisher *outbox.Publisher, publications 
 	return &ExpireRepository{db: db, outbox: publisher, events: events, timeouts: DefaultExpireTimeouts.args()}, nil
 }
 
-// InBatch implements app.ExpireBatchStorage. A batch is five round trips:
-// BEGIN, the batch's settings (batchSession), one selection, one write
-// (transitions, events, poison forgotten), COMMIT.
+// InBatch implements app.ExpireBatchStorage. A batch of up to ExpireWriteChunk
+// purchases is five round trips: BEGIN, the batch's settings
+// (batchSession), one selection, one write (transitions, events, poison
+// forgotten), COMMIT; a larger one has a write per ExpireWriteChunk.
 func (r *ExpireRepository) InBatch(ctx context.Context, fn func(app.ExpireTx) error) error {
 	return postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
 		if _, err := tx.ExecContext(ctx, batchSession, r.timeouts); err != nil {

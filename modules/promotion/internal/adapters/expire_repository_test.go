@@ -162,6 +162,33 @@ func TestExpireDuePurchase(t *testing.T) {
 	require.Len(t, b.events(t), eventsBefore+1)
 }
 
+// TestExpireEveryPaymentStatus: a due purchase expires whatever its
+// payment stands at (every domain.PaymentStatus), and its event carries that
+// payment status unchanged: expiry is about the period, not the payment.
+func TestExpireEveryPaymentStatus(t *testing.T) {
+	t.Parallel()
+	b := newExpireBundle(t)
+	ids := b.insertDue(t, len(domain.PaymentStatuses))
+	want := map[uuid.UUID]domain.PaymentStatus{}
+	for i, payment := range domain.PaymentStatuses {
+		_, err := b.db.SQL.ExecContext(b.ctx, `UPDATE promotion.promotion_purchases SET payment_status = $2 WHERE id = $1`,
+			ids[i], string(payment))
+		require.NoError(t, err)
+		want[ids[i]] = payment
+	}
+
+	res := b.run(t, 200, 1)
+
+	require.Equal(t, len(ids), res.Expired)
+	require.Zero(t, res.Failed)
+	events := b.expiredEvents(t)
+	for id, payment := range want {
+		require.Equal(t, "Expired", b.row(t, id).Status, "payment %s", payment)
+		require.Len(t, events[id], 1, "payment %s", payment)
+		require.EqualValues(t, payment, events[id][0].Envelope.Payload.PaymentStatus)
+	}
+}
+
 // Spans: one per cycle with the run id, the batch's under it, and the
 // outbox publication's under the batch's.
 func TestExpireSpansNest(t *testing.T) {
@@ -761,4 +788,56 @@ func TestExpireBacklogGaugeIsTheLastCyclesCount(t *testing.T) {
 	rest := b.run(t, 200, 1)
 	require.Equal(t, 9, rest.Expired)
 	require.Zero(t, b.metric(t, "promotion_expire_backlog"), "less by ExpiredCount")
+}
+
+// A batch larger than one write statement (ExpireWriteChunk) is written by
+// several statements in its one transaction: every purchase expires with
+// one event; a row refused in the second statement rolls back the first's
+// too, and the redo row by row sets that row alone aside.
+func TestExpireBatchWrittenInChunks(t *testing.T) {
+	t.Parallel()
+	n := ExpireWriteChunk + 5
+
+	t.Run("healthy", func(t *testing.T) {
+		t.Parallel()
+		b := newExpireBundle(t)
+		b.insertDue(t, n)
+		var writes int
+		b.ctx = postgres.WithStatementObserver(b.ctx, func(query string, _ []any) {
+			if query == transitionQuery {
+				writes++
+			}
+		})
+
+		res := b.run(t, n, 1)
+
+		require.Equal(t, n, res.Expired)
+		require.Equal(t, 2, writes, "one write statement per %d purchases", ExpireWriteChunk)
+		events := b.expiredEvents(t)
+		require.Len(t, events, n)
+		for id, evs := range events {
+			require.Len(t, evs, 1, "purchase %s", id)
+		}
+	})
+
+	t.Run("a row refused in the second statement", func(t *testing.T) {
+		t.Parallel()
+		b := newExpireBundle(t)
+		ids := b.insertDue(t, n)
+		bad := ids[n-2]
+		b.failUpdatesOf(t, bad, "23514")
+
+		res := b.run(t, n, 1)
+
+		require.Equal(t, n-1, res.Expired)
+		require.Equal(t, 1, res.Failed)
+		require.Equal(t, 1, res.Batches)
+		require.Equal(t, "Active", b.row(t, bad).Status)
+		events := b.expiredEvents(t)
+		require.Len(t, events, n-1)
+		for id, evs := range events {
+			require.NotEqual(t, bad, id)
+			require.Len(t, evs, 1, "purchase %s", id)
+		}
+	})
 }

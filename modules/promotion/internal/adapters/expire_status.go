@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/platform/postgres"
 )
 
 // backlogQuery counts the expiry's backlog (sql/expire_backlog.sql).
@@ -94,7 +95,7 @@ func (r *ExpireRepository) RecordCycle(ctx context.Context, c app.ExpireCycleRes
 
 // ReadExpiryStatus reads the expiry's backlog, poison and last cycle, as of
 // the database's clock.
-func ReadExpiryStatus(ctx context.Context, db *sql.DB) (ExpiryStatus, error) {
+func ReadExpiryStatus(ctx context.Context, db postgres.Querier) (ExpiryStatus, error) {
 	var s ExpiryStatus
 	b, err := readBacklog(ctx, db, nil)
 	if err != nil {

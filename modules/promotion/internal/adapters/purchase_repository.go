@@ -37,15 +37,20 @@ var cancelLockWait = DefaultExpireTimeouts.HoldBound() + time.Second
 var cancelStatementTimeout = cancelLockWait + time.Second
 
 // updateSession is the first statement of a cancel's transaction (set_config's
-// true: SET LOCAL), set here whatever pool the caller is on.
+// true: SET LOCAL), set here whatever pool the caller is on: its waits, and
+// the expiry batch's bounds on a frozen client (ADR 0014, decision 9).
 const updateSession = `SELECT set_config('lock_timeout', @lock_timeout, true),
-	set_config('statement_timeout', @statement_timeout, true)`
+	set_config('statement_timeout', @statement_timeout, true),
+	set_config('idle_in_transaction_session_timeout', @idle_in_transaction_session_timeout, true),
+	set_config('tcp_user_timeout', @tcp_user_timeout, true)`
 
 // updateSessionArgs are updateSession's parameters, in milliseconds.
-var updateSessionArgs = pgx.NamedArgs{
-	"lock_timeout":      strconv.FormatInt(cancelLockWait.Milliseconds(), 10),
-	"statement_timeout": strconv.FormatInt(cancelStatementTimeout.Milliseconds(), 10),
-}
+var updateSessionArgs = func() pgx.NamedArgs {
+	args := DefaultExpireTimeouts.frozenClientArgs()
+	args["lock_timeout"] = strconv.FormatInt(cancelLockWait.Milliseconds(), 10)
+	args["statement_timeout"] = strconv.FormatInt(cancelStatementTimeout.Milliseconds(), 10)
+	return args
+}()
 
 // PurchaseRepository stores purchases in promotion.promotion_purchases and
 // .promotion_purchase_targets, and puts the purchase-changed event of every

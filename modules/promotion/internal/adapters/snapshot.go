@@ -99,15 +99,19 @@ func (r *SnapshotRepository) Snapshot(ctx context.Context, id uuid.UUID) (app.Sn
 	return run, nil
 }
 
-// SnapshotBatch implements app.SnapshotStore: six round trips and the
-// commit (BEGIN, the snapshot's row locked, the plan settings, the locking
-// selection, the outbox insert per publication, the snapshot's row moved on).
+// SnapshotBatch implements app.SnapshotStore: seven round trips and the
+// commit (BEGIN, the frozen-client bounds, the snapshot's row locked, the
+// plan settings, the locking selection, the outbox insert per publication,
+// the snapshot's row moved on).
 func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBatch) (app.SnapshotBatchResult, error) {
 	if b.Limit <= 0 || b.SnapshotID == uuid.Nil {
 		return app.SnapshotBatchResult{}, errors.New("snapshot batch: a positive limit and a snapshot id are required")
 	}
 	var res app.SnapshotBatchResult
 	err := postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
+		if _, err := tx.ExecContext(ctx, snapshotSession, snapshotSessionArgs); err != nil {
+			return fmt.Errorf("snapshot batch: set its bounds: %w", err)
+		}
 		if err := lockSnapshotAt(ctx, tx, b); err != nil {
 			return err
 		}
@@ -158,6 +162,17 @@ func (r *SnapshotRepository) SnapshotBatch(ctx context.Context, b app.SnapshotBa
 	}
 	return res, nil
 }
+
+// snapshotSession is a snapshot batch's first statement (SET LOCAL): the
+// expiry batch's bounds on a frozen client (ADR 0014, decisions 7 and 9),
+// since the batch holds up to 1000 purchases FOR SHARE and an operator's pool
+// has no bounds of its own. The server ends the session of a client silent
+// inside the batch, or one not reading the rows it is sent.
+const snapshotSession = `SELECT set_config('idle_in_transaction_session_timeout', @idle_in_transaction_session_timeout, true),
+	set_config('tcp_user_timeout', @tcp_user_timeout, true)`
+
+// snapshotSessionArgs are snapshotSession's parameters: DefaultExpireTimeouts'.
+var snapshotSessionArgs = DefaultExpireTimeouts.frozenClientArgs()
 
 // lockSnapshotAt locks the snapshot's row until the batch commits, so two
 // processes resuming one snapshot take turns, and checks that it stands at

@@ -33,10 +33,10 @@ type ExpireTx interface {
 	// Prepare builds each expiry's events; the expiries whose events
 	// cannot be built (an error or a panic) come back as failed.
 	Prepare(ctx context.Context, es []Expiry) (ready []Expiry, failed []FailedExpiry)
-	// WriteAll writes every expiry and its events by one statement, and
-	// forgets the written ones' poison records when forgetPoison. It
-	// returns those a version guard passed over. A refusal that may be one
-	// row's is a *RowRefusal; nothing of the statement is written.
+	// WriteAll writes every expiry and its events by one statement per
+	// chunk of them, and forgets the written ones' poison records when
+	// forgetPoison. It returns those a version guard passed over. A refusal
+	// that may be one row's is a *RowRefusal; the batch is then rolled back.
 	WriteAll(ctx context.Context, es []Expiry, forgetPoison bool) (unwritten []Expiry, err error)
 	// WriteOne writes one expiry and its events under a savepoint: false
 	// when the version guard passed it over. A *RowRefusal says its own
@@ -120,7 +120,7 @@ func (e *ExpireBatches) RecordCycle(ctx context.Context, c ExpireCycleResult, cy
 
 // ExpireBatch implements ExpireStore. Every poison check (transition,
 // event) runs before the first write, and the rows stay locked until the
-// commit. The batch is written by one statement; when that may have been
+// commit. The batch is written by one statement (per chunk); when that may have been
 // refused for a row's data (a *RowRefusal), the batch is rolled back and
 // done again row by row, so only that row is set aside; any other error
 // rolls it back whole, and so does a redo in which every due row was
