@@ -3,24 +3,18 @@ package boost_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
-	"github.com/pinmarket/pin/platform/outbox/deadletters"
-	"github.com/pinmarket/pin/platform/outbox/relay"
+	"github.com/pinmarket/pin/platform/outbox/outboxtest"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -37,10 +31,7 @@ func TestADeadLetteredEventHoldsItsPurchaseSoTheProjectionSeesItInOrder(t *testi
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	outboxRelay, err := relay.New(b.db.SQL, relay.Config{Brokers: b.brokers, Topics: []string{contract.Topic}, PollInterval: 20 * time.Millisecond},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), noop.NewTracerProvider())
-	require.NoError(t, err)
-	testbed.StartRunner(t, outboxRelay)
+	outboxtest.StartRelay(t, b.db.SQL, outboxtest.Relay{Brokers: b.brokers, Topics: []string{contract.Topic}})
 	pub, err := outbox.NewPublisher(noop.NewTracerProvider())
 	require.NoError(t, err)
 	publish := func(e contract.Envelope) {
@@ -58,28 +49,14 @@ func TestADeadLetteredEventHoldsItsPurchaseSoTheProjectionSeesItInOrder(t *testi
 
 	testbed.SetMaxMessageBytes(t, b.brokers, contract.Topic, "512")
 	publish(p.envelope(contract.StatusActive, 1))
-	var dead []deadletters.DeadLetter
-	testbed.Eventually(t, func() error {
-		dead, err = deadletters.List(ctx, b.db.SQL, deadletters.ListFilter{Topic: contract.Topic})
-		if err == nil && len(dead) != 1 {
-			err = fmt.Errorf("%d dead letters", len(dead))
-		}
-		return err
-	})
-	require.True(t, strings.HasPrefix(dead[0].Error, relay.ReasonTooLarge+": "), dead[0].Error)
+	dead := outboxtest.WaitDeadLetters(t, b.db.SQL, contract.Topic, 1)
+	require.True(t, strings.HasPrefix(dead[0].Error, outboxtest.ReasonTooLarge+": "), dead[0].Error)
 	testbed.SetMaxMessageBytes(t, b.brokers, contract.Topic, "1048588")
 	publish(p.envelope(contract.StatusCancelled, 2))
-	testbed.Eventually(t, func() error {
-		s, err := relay.ReadStatus(ctx, b.db.SQL, contract.Topic)
-		if err == nil && (s.Held.Records != 1 || s.Backlog != 0) {
-			err = fmt.Errorf("%d records held, %d in the backlog", s.Held.Records, s.Backlog)
-		}
-		return err
-	})
+	outboxtest.WaitHeld(t, b.db.SQL, contract.Topic, 1)
 	require.Equal(t, 2.0, b.counter(t, "pin_consumer_consumed_total"), "the cancellation waits behind the activation")
 
-	_, err = deadletters.Replay(ctx, b.db.SQL, []int64{dead[0].ID})
-	require.NoError(t, err)
+	outboxtest.Replay(t, b.db.SQL, dead[0].ID)
 	b.waitConsumed(t, 4)
 	require.Zero(t, b.counter(t, "pin_consumer_stale_total"), "the activation came first, then the cancellation")
 	b.requireBoost(t, held, 0, 0)

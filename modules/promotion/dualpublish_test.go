@@ -9,17 +9,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
-	"github.com/pinmarket/pin/platform/outbox/relay"
+	"github.com/pinmarket/pin/platform/outbox/outboxtest"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -100,10 +98,7 @@ func TestDualPublishWritesEveryTransitionToBothTopics(t *testing.T) {
 	// The second topic's outbox table, as `pin migrate up` makes it.
 	require.NoError(t, outbox.EnsureTopics(context.Background(), b.db.SQL, v2Topic))
 	brokers := testbed.NewKafka(t, topics...)
-	outboxRelay, err := relay.New(b.db.SQL, relay.Config{Brokers: brokers, Topics: topics, PollInterval: 20 * time.Millisecond},
-		slog.New(slog.DiscardHandler), prometheus.NewRegistry(), noop.NewTracerProvider())
-	require.NoError(t, err)
-	testbed.StartRunner(t, outboxRelay)
+	outboxtest.StartRelay(t, b.db.SQL, outboxtest.Relay{Brokers: brokers, Topics: topics})
 
 	// Purchases bought and half of them cancelled concurrently, the other
 	// half expired by one batch of the job.

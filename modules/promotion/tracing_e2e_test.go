@@ -26,7 +26,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/httpserver"
-	"github.com/pinmarket/pin/platform/outbox/relay"
+	"github.com/pinmarket/pin/platform/outbox/outboxtest"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -70,11 +70,10 @@ func newTracedBundle(tb testing.TB, forward bool) *tracedBundle {
 	}
 
 	b.brokers = testbed.NewKafka(tb, contract.Topic)
-	outboxRelay, err := relay.New(b.db.SQL, relay.Config{
-		Brokers: b.brokers, Topics: []string{contract.Topic}, PollInterval: 20 * time.Millisecond,
-	}, slog.New(slog.DiscardHandler), reg, tp)
-	require.NoError(tb, err)
-	testbed.StartRunner(tb, outboxRelay)
+	outboxtest.StartRelay(tb, b.db.SQL, outboxtest.Relay{
+		Brokers: b.brokers, Topics: []string{contract.Topic}, Registerer: reg, TracerProvider: tp,
+	})
+	var err error
 	b.consumer, err = kgo.NewClient(
 		kgo.SeedBrokers(b.brokers...),
 		kgo.ConsumeTopics(contract.Topic),

@@ -19,8 +19,22 @@ type Graph map[string][]string
 
 // Load lists the packages matching patterns in dir and their dependencies.
 func Load(dir string, patterns ...string) (Graph, error) {
-	args := append([]string{"list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`}, patterns...)
-	cmd := exec.Command("go", args...)
+	return goList(dir, `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, patterns)
+}
+
+// LoadTests lists, for each package matching patterns in dir, the packages
+// its test files import (in-package and external tests together; none for
+// a package without tests). Only direct imports: what a test reaches through a
+// test-support package is that package's, which Load's graph holds.
+func LoadTests(dir string, patterns ...string) (Graph, error) {
+	return goList(dir, `{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}`, patterns)
+}
+
+// goList runs `go list -f format` over patterns in dir, whose template
+// prints a package and the packages it maps to on one line, and reads the
+// lines into a Graph.
+func goList(dir, format string, patterns []string) (Graph, error) {
+	cmd := exec.Command("go", append([]string{"list", "-f", format}, patterns...)...)
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -298,6 +312,37 @@ func DeadLetterAdminKnowsNoSide(module string) Rule {
 		Check: func(pkg, dep string) bool {
 			return pkg == module+"/platform/deadletter" &&
 				(under(dep, module+"/platform/outbox") || under(dep, module+"/platform/consumer"))
+		},
+	}
+}
+
+// TestRules returns the rules that hold for test files too, to check
+// against LoadTests' graph. A module's test may use what the module may
+// use, and test support besides: a test-support package of the outbox or
+// the consumer kit (outboxtest) runs the host's rooms as the host would, so
+// a module's end-to-end test sees its events leave without reaching into
+// the relay or the dead-letter administration itself. The other rules do
+// not apply to tests: a contract's tests pull test libraries that never
+// reach a consumer's build, test support belongs in tests, a module's test
+// may drive another module to judge its events end to end, a use case's
+// test reads its observer's reports through the ports' Prometheus
+// registry, and the platform's rooms are tested together.
+func TestRules(module string) []Rule {
+	return []Rule{
+		PlatformImportsNoModule(module),
+		DomainIsPure(module),
+		exceptTestSupport(ModulesWriteOnlyToTheOutbox(module)),
+		exceptTestSupport(ModulesUseOnlyTheConsumerKit(module)),
+	}
+}
+
+// exceptTestSupport is r for test files: a dependency on a test-support
+// package is allowed.
+func exceptTestSupport(r Rule) Rule {
+	return Rule{
+		Name: r.Name + " (test files: and its test support)",
+		Check: func(pkg, dep string) bool {
+			return !isTestSupport(dep) && r.Check(pkg, dep)
 		},
 	}
 }

@@ -33,6 +33,38 @@ func TestProjectKeepsItsBoundaries(t *testing.T) {
 	require.Contains(t, g, module+"/platform/consumer/inbox", "the consumer rules must see the inbox")
 	require.Contains(t, g, module+"/platform/deadletter", "the dead-letter rule must see the shared administration")
 	require.Empty(t, archrules.Check(g, archrules.Rules(module)...))
+
+	tests, err := archrules.LoadTests("../..", "./...")
+	require.NoError(t, err)
+	require.Contains(t, tests, module+"/modules/boost", "the test rules must see the modules' tests")
+	require.Empty(t, archrules.Check(tests, archrules.TestRules(module)...),
+		"a module's test uses what the module may use, or test support (platform/outbox/outboxtest)")
+}
+
+// TestTestRulesCatchAPlantedTestFile runs the test-file rules over a planted
+// repository (testdata/tests) whose code keeps every rule and whose test
+// files break them: the graph of code alone shows nothing, the test files'
+// graph shows each planted import once, and the relay reached through the
+// outbox's test support is allowed.
+func TestTestRulesCatchAPlantedTestFile(t *testing.T) {
+	t.Parallel()
+	const fake = "example.com/fake"
+	code, err := archrules.Load("testdata/tests", "./...")
+	require.NoError(t, err)
+	require.Contains(t, code, fake+"/modules/billing")
+	require.Empty(t, archrules.Check(code, archrules.Rules(fake)...), "the code alone keeps every rule")
+
+	tests, err := archrules.LoadTests("testdata/tests", "./...")
+	require.NoError(t, err)
+	var got []string
+	for _, v := range archrules.Check(tests, archrules.TestRules(fake)...) {
+		got = append(got, v.String())
+	}
+	require.Equal(t, []string{
+		"modules depend only on the consumer kit (test files: and its test support): " + fake + "/modules/billing/internal/ports depends on " + fake + "/platform/consumer/deadletters",
+		"modules depend only on the outbox's write API (test files: and its test support): " + fake + "/modules/billing depends on " + fake + "/platform/outbox/relay",
+		"platform imports no module: " + fake + "/platform/host depends on " + fake + "/modules/billing",
+	}, got)
 }
 
 // TestEachRuleCatchesAPlantedViolation builds a throw-away Go module that

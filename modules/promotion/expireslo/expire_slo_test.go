@@ -17,12 +17,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/modules/promotion/contract"
@@ -31,7 +29,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/host"
-	"github.com/pinmarket/pin/platform/outbox/relay"
+	"github.com/pinmarket/pin/platform/outbox/outboxtest"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -97,10 +95,7 @@ func TestExpiredEventReachesKafkaWithinOneInterval(t *testing.T) {
 			DB: gdb, Outbox: promotiontest.Publisher(t, nil), Logger: slog.New(slog.DiscardHandler),
 		})
 		require.NoError(t, err)
-		outboxRelay, err := relay.New(sqlDB, relay.Config{Brokers: brokers, Topics: module.OutboxTopics(), PollInterval: relayGap},
-			slog.New(slog.DiscardHandler), prometheus.NewRegistry(), noop.NewTracerProvider())
-		require.NoError(t, err)
-		testbed.StartRunner(t, outboxRelay)
+		outboxtest.StartRelay(t, sqlDB, outboxtest.Relay{Brokers: brokers, Topics: module.OutboxTopics(), PollInterval: relayGap})
 		testbed.StartRunner(t, moduleRunner(t, module, ports.ExpireRunnerName))
 
 		// What the topic holds just before each EndsAt, and at EndsAt + bound.
