@@ -4,8 +4,10 @@
 // the pin.promotion.purchase-changed event (package contract).
 //
 // The host sees only this package: New builds the module from its Deps, and
-// the module hands back its HTTP routes and background runners. Everything
-// else is internal.
+// the module hands back its HTTP routes, background runners and outbox
+// topics; the operators' commands call its entry points (ExpireOnce,
+// Snapshot, ListPoison, ReleasePoison, ReadExpiryStatus). Everything else is
+// internal.
 package promotion
 
 import (
@@ -63,7 +65,7 @@ type Deps struct {
 type ExpireSettings = app.ExpireSettings
 
 // ExpireIdleInTransaction is the expiry batch's idle bound. The host sets it
-// on the pool that runs the job as well: a batch aborted by an error loses
+// on the runners' pool as well (cmd/pin's module list): a batch aborted by an error loses
 // its SET LOCAL timeouts, and a frozen job would hold its session for ever
 // (docs/adr/0014-expiry-batch-bounded-in-time.md, decision 7).
 var ExpireIdleInTransaction = adapters.DefaultExpireTimeouts.IdleInTransaction
@@ -167,12 +169,14 @@ func (m *Module) RegisterRoutes(g *echo.Group) {
 }
 
 // OutboxTopics implements host.EventSource: the topics of the module's
-// publications, contract.Topic alone (its outbox table: migration 00003).
+// publications, contract.Topic alone. Their outbox tables are made from
+// this declaration (outbox.EnsureTopics, by `pin migrate up` and `pin dev`),
+// not by the module's migrations.
 func (m *Module) OutboxTopics() []string { return m.events.Topics() }
 
 // Topics are the Kafka topics the module publishes to, as a Module's
-// OutboxTopics declares them, for commands that build no module
-// (`pin kafka create-topics`).
+// OutboxTopics declares them, known without building a module: cmd/pin's
+// module list and the module's tests (testbed.DeclareTopics) read them.
 func Topics() []string { return publications().Topics() }
 
 // Runners returns the module's background runners.

@@ -103,8 +103,8 @@ const (
 	// inside a transaction; its statements run back to back (ADR 0014).
 	APIIdleInTransactionTimeout = 5 * time.Second
 	// BackgroundMaxOpenConns is the pool of the runners (expiry job, outbox
-	// relay — one connection per topic, held — and cleaners) and probes
-	// beside the API's.
+	// relay — one connection per topic, held —, consumers and cleaners) and
+	// probes beside the API's.
 	BackgroundMaxOpenConns = maxOpenConns - APIMaxOpenConns
 )
 
@@ -118,10 +118,10 @@ const (
 
 // Open connects GORM to PostgreSQL through pgx and checks the connection.
 //
-// Every session runs with TimeZone=UTC, so that timestamp columns without a
-// time zone (watermill's created_at) hold UTC. Prepared statements are off
-// in GORM (pgx still caches statements per connection) because transactions
-// are handed to watermill-sql as plain *sql.Tx. GORM logs only slow
+// Every session runs with TimeZone=UTC, so that what the server itself does
+// with times (a timestamptz as text, a date taken from now()) follows UTC,
+// not the server's configured zone. GORM's prepared-statement cache is off:
+// pgx already caches statements per connection. GORM logs only slow
 // statements and errors, with their parameters left out; a statement run
 // under a recording span gets a span of its own, without its parameters.
 func Open(ctx context.Context, url string) (*gorm.DB, error) {

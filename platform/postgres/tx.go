@@ -79,9 +79,11 @@ func InTx(ctx context.Context, db *gorm.DB, fn func(tx Tx) error) error {
 // Autocommit is db's pool as a Tx for a change that is one statement: that
 // statement is its own transaction (PostgreSQL's autocommit), one round trip
 // where InTx takes three (BEGIN, the statement, COMMIT). Two statements on
-// it are two transactions, so only a write that is one statement takes it;
-// outbox.Publisher.Write refuses it for any other. The purchase insert,
-// the API's hottest write, is such a change (ADR-0004).
+// it are two transactions, so only a change that is one statement takes
+// it: the purchase insert, the API's hottest write, whose events are in
+// that statement (ADR 0004), or outbox.Publisher.Write, one statement
+// whatever its topics. Nothing refuses a second statement; the caller
+// keeps to one.
 func Autocommit(db *gorm.DB) (Tx, error) {
 	pool, err := db.DB()
 	if err != nil {
@@ -150,7 +152,7 @@ type statementObserverKey struct{}
 
 // WithStatementObserver returns ctx with fn seeing the statements Tx runs
 // under it: the plan guards explain exactly what the code sends, through
-// the code's own builders, without a second copy of its statements.
+// the code's own repositories, without a second copy of its statements.
 func WithStatementObserver(ctx context.Context, fn StatementObserver) context.Context {
 	return context.WithValue(ctx, statementObserverKey{}, fn)
 }
