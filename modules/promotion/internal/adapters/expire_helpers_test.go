@@ -16,8 +16,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/observability"
@@ -32,8 +32,8 @@ type expireBundle struct {
 	db        *testbed.Database
 	publisher *outbox.Publisher
 	store     *ExpireRepository
-	batches   *app.ExpireBatches
-	cycle     *app.ExpireCycle
+	batches   *expiry.ExpireBatches
+	cycle     *expiry.ExpireCycle
 	logs      *promotiontest.LogBuffer
 	reg       *prometheus.Registry
 	spans     *tracetest.SpanRecorder
@@ -64,9 +64,9 @@ func newExpireBundle(tb testing.TB) *expireBundle {
 }
 
 // run runs one cycle with the given batch size and batch limit.
-func (b *expireBundle) run(tb testing.TB, batchSize, maxBatches int) app.ExpireCycleResult {
+func (b *expireBundle) run(tb testing.TB, batchSize, maxBatches int) expiry.ExpireCycleResult {
 	tb.Helper()
-	res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: maxBatches}))
+	res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: maxBatches}))
 	require.NoError(tb, err)
 	return res
 }

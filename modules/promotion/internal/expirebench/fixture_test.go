@@ -15,7 +15,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/kafka"
@@ -131,8 +131,8 @@ func (f *fixture) requireExpiredOnce(tb testing.TB, want int) {
 type instance struct {
 	db      *gorm.DB
 	store   *adapters.ExpireRepository
-	batches *app.ExpireBatches
-	cycle   *app.ExpireCycle
+	batches *expiry.ExpireBatches
+	cycle   *expiry.ExpireCycle
 }
 
 func newInstance(tb testing.TB, url string) *instance {

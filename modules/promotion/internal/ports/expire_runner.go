@@ -6,16 +6,16 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 )
 
 // ExpireRunnerName is the runner's name in logs and in
 // pin_runner_restarts_total{runner}.
 const ExpireRunnerName = "expire-promotions"
 
-// ExpireCycle runs one expiry cycle; *app.ExpireCycle is one.
+// ExpireCycle runs one expiry cycle; *expiry.ExpireCycle is one.
 type ExpireCycle interface {
-	Run(ctx context.Context, settings app.ExpireSettings) (app.ExpireCycleResult, error)
+	Run(ctx context.Context, settings expiry.ExpireSettings) (expiry.ExpireCycleResult, error)
 }
 
 // ExpireRunner runs the expiry cycle in the background (a host.Runner): one
@@ -25,13 +25,13 @@ type ExpireCycle interface {
 // takes the backlog.
 type ExpireRunner struct {
 	cycle    ExpireCycle
-	settings app.ExpireSettings
+	settings expiry.ExpireSettings
 	logger   *slog.Logger
 }
 
 // NewExpireRunner returns the runner of cycle, running a cycle with
 // settings every settings.Interval.
-func NewExpireRunner(cycle ExpireCycle, settings app.ExpireSettings, logger *slog.Logger) (*ExpireRunner, error) {
+func NewExpireRunner(cycle ExpireCycle, settings expiry.ExpireSettings, logger *slog.Logger) (*ExpireRunner, error) {
 	if cycle == nil || logger == nil {
 		return nil, errors.New("ports: expire runner needs a cycle and a logger")
 	}

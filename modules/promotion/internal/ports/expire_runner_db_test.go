@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/observability"
@@ -27,7 +27,7 @@ import (
 type expireRunnerBundle struct {
 	ctx    context.Context
 	db     *testbed.Database
-	cycle  *app.ExpireCycle
+	cycle  *expiry.ExpireCycle
 	logs   *promotiontest.LogBuffer
 	logger *slog.Logger
 	pkg    promotiontest.Package
@@ -52,7 +52,7 @@ func newExpireRunnerBundle(tb testing.TB) *expireRunnerBundle {
 // same JSON sink as the cycle, so every line there is a record.
 func (b *expireRunnerBundle) runner(tb testing.TB, interval, budget time.Duration) *ports.ExpireRunner {
 	tb.Helper()
-	r, err := ports.NewExpireRunner(b.cycle, promotiontest.ExpireSettings(app.ExpireSettings{Interval: interval, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: budget}), b.logger)
+	r, err := ports.NewExpireRunner(b.cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: interval, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: budget}), b.logger)
 	require.NoError(tb, err)
 	return r
 }
