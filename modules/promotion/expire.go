@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/platform/config"
 )
 
@@ -20,7 +21,7 @@ type ExpireCycleResult = expiry.ExpireCycleResult
 // ExpireOnce, with the runner and the settings they run it with.
 type expiryJob struct {
 	cycle    *expiry.ExpireCycle
-	runner   *ports.ExpireRunner
+	runner   *expiry.ExpireRunner
 	settings expiry.ExpireSettings
 }
 
@@ -37,7 +38,7 @@ func newExpiry(d Deps, events adapters.Publications) (*expiryJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	telemetry, err := ports.NewExpireTelemetry(ports.ExpireTelemetryDeps{
+	telemetry, err := telemetry.NewExpireTelemetry(telemetry.ExpireTelemetryDeps{
 		Logger: d.Logger, Registerer: d.Registerer, TracerProvider: d.TracerProvider,
 	})
 	if err != nil {
@@ -48,7 +49,7 @@ func newExpiry(d Deps, events adapters.Publications) (*expiryJob, error) {
 		return nil, err
 	}
 	settings := withConfigDefaults(d.Expire)
-	runner, err := ports.NewExpireRunner(cycle, settings, d.Logger)
+	runner, err := expiry.NewExpireRunner(cycle, settings, d.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
+
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
@@ -27,7 +29,6 @@ import (
 	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/host"
@@ -101,7 +102,7 @@ func TestExpiredEventReachesKafkaWithinOneInterval(t *testing.T) {
 			slog.New(slog.DiscardHandler), prometheus.NewRegistry(), noop.NewTracerProvider())
 		require.NoError(t, err)
 		testbed.StartRunner(t, outboxRelay)
-		testbed.StartRunner(t, moduleRunner(t, module, ports.ExpireRunnerName))
+		testbed.StartRunner(t, moduleRunner(t, module, expiry.ExpireRunnerName))
 
 		// What the topic holds just before each EndsAt, and at EndsAt + bound.
 		type check struct {

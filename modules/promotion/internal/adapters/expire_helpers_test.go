@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
@@ -18,7 +20,6 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -51,7 +52,7 @@ func newExpireBundle(tb testing.TB) *expireBundle {
 	store, err := NewExpireRepository(db.Gorm, publisher)
 	require.NoError(tb, err)
 	reg := prometheus.NewRegistry()
-	cycle := promotiontest.ExpireCycle(tb, promotiontest.ExpireBatches(tb, store), ports.ExpireTelemetryDeps{Logger: logger, Registerer: reg, TracerProvider: tp})
+	cycle := promotiontest.ExpireCycle(tb, promotiontest.ExpireBatches(tb, store), telemetry.ExpireTelemetryDeps{Logger: logger, Registerer: reg, TracerProvider: tp})
 	pkg := promotiontest.InsertPackage(tb, db, promotiontest.Package{
 		Code: "expire-test-" + strings.ToLower(uuid.NewString()[:8]), Name: "Expire test week",
 		Kind: domain.PackageKindProjectBoost, DurationDays: 7, BoostWeight: 10,

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
@@ -23,7 +25,6 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/postgres"
@@ -742,7 +743,7 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	fresh := b.insertDue(t, batch)
 	store, err := NewExpireRepository(b.db.Gorm, b.publisher)
 	require.NoError(t, err)
-	cycle := promotiontest.ExpireCycle(t, promotiontest.ExpireBatches(t, store), ports.ExpireTelemetryDeps{})
+	cycle := promotiontest.ExpireCycle(t, promotiontest.ExpireBatches(t, store), telemetry.ExpireTelemetryDeps{})
 	res, err := cycle.Run(b.ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: batch, MaxBatchesPerCycle: 1}))
 	require.NoError(t, err)
 	require.Equal(t, batch-1, res.Expired)

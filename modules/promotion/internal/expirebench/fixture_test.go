@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -16,7 +18,6 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/observability"
@@ -152,7 +153,7 @@ func newInstance(tb testing.TB, url string) *instance {
 	require.NoError(tb, err)
 	store, err := adapters.NewExpireRepository(db, publisher)
 	require.NoError(tb, err)
-	cycle := promotiontest.ExpireCycle(tb, promotiontest.ExpireBatches(tb, store), ports.ExpireTelemetryDeps{
+	cycle := promotiontest.ExpireCycle(tb, promotiontest.ExpireBatches(tb, store), telemetry.ExpireTelemetryDeps{
 		Logger: logger.With("module", "promotion"), Registerer: prometheus.NewRegistry(), TracerProvider: tp,
 	})
 	return &instance{db: db, store: store, batches: promotiontest.ExpireBatches(tb, store), cycle: cycle}

@@ -8,13 +8,14 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
 	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
@@ -86,7 +87,7 @@ func partial(n int) func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatc
 func newCycle(tb testing.TB, store expiry.ExpireStore) (*expiry.ExpireCycle, *prometheus.Registry) {
 	tb.Helper()
 	reg := prometheus.NewRegistry()
-	return promotiontest.ExpireCycle(tb, store, ports.ExpireTelemetryDeps{Registerer: reg}), reg
+	return promotiontest.ExpireCycle(tb, store, telemetry.ExpireTelemetryDeps{Registerer: reg}), reg
 }
 
 func TestExpireCycleDefaults(t *testing.T) {

@@ -6,10 +6,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/platform/config"
 )
 
@@ -27,14 +28,14 @@ func ExpireSettings(s expiry.ExpireSettings) expiry.ExpireSettings {
 }
 
 // ExpireCycle builds the expiry cycle on store, reporting through the
-// telemetry production uses (ports.ExpireTelemetry) built from d. A nil
+// telemetry production uses (telemetry.ExpireTelemetry) built from d. A nil
 // d.Logger discards the logs.
-func ExpireCycle(tb testing.TB, store expiry.ExpireStore, d ports.ExpireTelemetryDeps) *expiry.ExpireCycle {
+func ExpireCycle(tb testing.TB, store expiry.ExpireStore, d telemetry.ExpireTelemetryDeps) *expiry.ExpireCycle {
 	tb.Helper()
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	telemetry, err := ports.NewExpireTelemetry(d)
+	telemetry, err := telemetry.NewExpireTelemetry(d)
 	require.NoError(tb, err)
 	cycle, err := expiry.NewExpireCycle(store, telemetry, nil)
 	require.NoError(tb, err)

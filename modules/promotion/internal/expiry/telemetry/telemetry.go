@@ -1,4 +1,7 @@
-package ports
+// Package telemetry is the expiry job's logs, metrics and spans: the
+// expiry.ExpireObserver the module wires into the cycle, and the metrics
+// its SLO and alerts read (docs/expire-promotions-job.md).
+package telemetry
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ports_test
+package expiry_test
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -88,7 +87,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 
 func TestExpireRunnerName(t *testing.T) {
 	t.Parallel()
-	r, err := ports.NewExpireRunner(&fakeCycle{}, promotiontest.ExpireSettings(expiry.ExpireSettings{}), discardLogger())
+	r, err := expiry.NewExpireRunner(&fakeCycle{}, promotiontest.ExpireSettings(expiry.ExpireSettings{}), discardLogger())
 	require.NoError(t, err)
 	require.Equal(t, "expire-promotions", r.Name())
 }
@@ -97,7 +96,7 @@ func TestExpireRunnerName(t *testing.T) {
 func TestExpireRunnerFirstCycleAtStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cycle := &fakeCycle{}
-		r, err := ports.NewExpireRunner(cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: time.Hour}), discardLogger())
+		r, err := expiry.NewExpireRunner(cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: time.Hour}), discardLogger())
 		require.NoError(t, err)
 		t0 := time.Now()
 		stop := testbed.StartRunner(t, r)
@@ -116,7 +115,7 @@ func TestExpireRunnerSkipsTicksMissedDuringOverrun(t *testing.T) {
 		const interval = time.Minute
 		cycle := &fakeCycle{durations: []time.Duration{interval * 9 / 4, 0}}
 		logs := &testbed.LogBuffer{}
-		r, err := ports.NewExpireRunner(cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: interval}), slog.New(slog.NewJSONHandler(logs, nil)))
+		r, err := expiry.NewExpireRunner(cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: interval}), slog.New(slog.NewJSONHandler(logs, nil)))
 		require.NoError(t, err)
 		t0 := time.Now()
 		stop := testbed.StartRunner(t, r)
@@ -138,7 +137,7 @@ func TestExpireRunnerSkipsTicksMissedDuringOverrun(t *testing.T) {
 func TestExpireRunnerWaitsForCycleInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cycle := &fakeCycle{block: make(chan struct{})}
-		r, err := ports.NewExpireRunner(cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: time.Hour}), discardLogger())
+		r, err := expiry.NewExpireRunner(cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: time.Hour}), discardLogger())
 		require.NoError(t, err)
 		stop := testbed.StartRunner(t, r)
 		synctest.Wait() // the first cycle is in flight, blocked
@@ -159,9 +158,9 @@ func TestExpireRunnerWaitsForCycleInFlight(t *testing.T) {
 
 func TestNewExpireRunnerRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	_, err := ports.NewExpireRunner(nil, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: time.Second}), discardLogger())
+	_, err := expiry.NewExpireRunner(nil, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: time.Second}), discardLogger())
 	require.Error(t, err)
-	_, err = ports.NewExpireRunner(&fakeCycle{}, expiry.ExpireSettings{Interval: -time.Second}, discardLogger())
+	_, err = expiry.NewExpireRunner(&fakeCycle{}, expiry.ExpireSettings{Interval: -time.Second}, discardLogger())
 	require.Error(t, err)
 }
 
@@ -178,7 +177,7 @@ func TestExpireRunnerTicksOneIntervalApart(t *testing.T) {
 			starts = append(starts, time.Now())
 			time.Sleep(cycleTook)
 		})
-		r, err := ports.NewExpireRunner(cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{}), slog.New(slog.DiscardHandler))
+		r, err := expiry.NewExpireRunner(cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{}), slog.New(slog.DiscardHandler))
 		require.NoError(t, err)
 		stop := testbed.StartRunner(t, r)
 		time.Sleep(5*promotiontest.ExpireSettings(expiry.ExpireSettings{}).Interval + time.Second)
@@ -190,10 +189,10 @@ func TestExpireRunnerTicksOneIntervalApart(t *testing.T) {
 	})
 }
 
-// cycleFunc is a ports.ExpireCycle made of a function.
+// cycleFunc is a expiry.CycleRunner made of a function.
 type cycleFunc func(context.Context)
 
-// Run implements ports.ExpireCycle.
+// Run implements expiry.CycleRunner.
 func (f cycleFunc) Run(ctx context.Context, _ expiry.ExpireSettings) (expiry.ExpireCycleResult, error) {
 	f(ctx)
 	return expiry.ExpireCycleResult{}, nil

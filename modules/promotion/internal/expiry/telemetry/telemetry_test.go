@@ -1,4 +1,4 @@
-package ports_test
+package telemetry_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/codes"
@@ -14,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/testbed"
@@ -42,7 +43,7 @@ func TestExpireCycleDurationLinksToTheCycleTrace(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	reg := prometheus.NewRegistry()
-	h := promotiontest.ExpireCycle(t, emptyStore{}, ports.ExpireTelemetryDeps{Registerer: reg, TracerProvider: tp})
+	h := promotiontest.ExpireCycle(t, emptyStore{}, telemetry.ExpireTelemetryDeps{Registerer: reg, TracerProvider: tp})
 
 	_, err := h.Run(context.Background(), promotiontest.ExpireSettings(expiry.ExpireSettings{}))
 	require.NoError(t, err)
@@ -83,7 +84,7 @@ func TestExpireFailedCycleIsReportedOnce(t *testing.T) {
 	logs := &testbed.LogBuffer{}
 	boom := errors.New("connection reset")
 	store := emptyStore{err: boom}
-	telemetry, err := ports.NewExpireTelemetry(ports.ExpireTelemetryDeps{
+	telemetry, err := telemetry.NewExpireTelemetry(telemetry.ExpireTelemetryDeps{
 		Logger: observability.NewLogger(logs, slog.LevelDebug), Registerer: reg, TracerProvider: tp,
 	})
 	require.NoError(t, err)
