@@ -4,7 +4,8 @@
 // bound it, store.go declares the storage it needs (implemented by the
 // adapters package, beside the purchase transition it shares), runner.go
 // schedules it as a host.Runner, and observer.go declares what it reports,
-// which the telemetry subpackage turns into logs, metrics and spans.
+// which the telemetry subpackage turns into logs, metrics and spans. The
+// subpackages expireslo and expirebench hold its SLO test and benchmarks.
 //
 // The package itself imports no Prometheus or OpenTelemetry
 // (archrules.ExpiryReportsThroughItsObserver).
