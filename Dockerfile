@@ -21,6 +21,8 @@ WORKDIR /src
 COPY go.mod go.sum ./
 # The contract is a Go module of its own, which go.mod replaces with its local copy.
 COPY modules/promotion/contract/go.mod modules/promotion/contract/go.sum modules/promotion/contract/
+# So is the contracts' schema compatibility gate, which the contract's tests require.
+COPY platform/schemacompat/go.mod platform/schemacompat/go.sum platform/schemacompat/
 # Fetches go.mod's toolchain into a cached layer and prints it in the build log.
 RUN go version && go mod download
 COPY . .

@@ -52,11 +52,17 @@ dev: ## run the module on this machine: API, expiry job, outbox relay and an emb
 	./$(BIN) dev
 
 # Go modules of their own inside the repository, which ./... does not descend
-# into: the event contract and its conformance kit (docs/adr/0022).
-NESTED_MODULES := modules/promotion/contract
+# into: the event contract and its conformance kit (docs/adr/0022), and the
+# schema compatibility gate every module's contract may take (ADR 0030).
+NESTED_MODULES := modules/promotion/contract platform/schemacompat
 
-test: check-postgres ## run every test with the race detector against PIN_TEST_DATABASE_URL (the contract's own module too)
-	$(GO) test -race -count=1 -timeout 20m ./...
+# The test-only modules (cmd/pin/testdata/modules), registered in a build with
+# this tag: make test and make lint run with them, no shipped binary has them.
+TEST_TAGS    := pintestmodules
+TEST_MODULES := ./cmd/pin/testdata/modules/reviews
+
+test: check-postgres ## run every test with the race detector against PIN_TEST_DATABASE_URL (the contract's own module too, and the test-only modules registered)
+	$(GO) test -race -count=1 -timeout 20m -tags $(TEST_TAGS) ./...
 	@set -e; for m in $(NESTED_MODULES); do echo "== $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 20m ./...); done
 
 bench: check-postgres ## run the benchmarks and write the raw figures to .bench/
@@ -81,7 +87,9 @@ fuzz: ## run each fuzz target for FUZZTIME (default 10s): contract decoder, list
 lint: ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags $(TEST_TAGS) ./cmd/pin $(TEST_MODULES)
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags $(TEST_TAGS) ./cmd/pin $(TEST_MODULES)
 	@set -e; for m in $(NESTED_MODULES); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...); done
 
 vuln: ## govulncheck on the module: fails on a reachable vulnerability not in docs/vuln-exceptions.txt or an exception past its review-by date; a database older than VULNDB_MAX_AGE_DAYS is a loud warning

@@ -118,3 +118,7 @@ require (
 // a consuming team requires them without the service's dependencies
 // (docs/adr/0022-conformance-kit-as-a-black-box.md); here they are the local copy.
 replace github.com/pinmarket/pin/modules/promotion/contract => ./modules/promotion/contract
+
+// The contract's schema compatibility gate, a module of its own so any
+// module's contract can require it (the contract's tests do).
+replace github.com/pinmarket/pin/platform/schemacompat => ./platform/schemacompat

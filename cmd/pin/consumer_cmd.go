@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/pinmarket/pin/modules/boost"
 	"github.com/pinmarket/pin/platform/consumer"
 	"github.com/pinmarket/pin/platform/consumer/deadletters"
 	"github.com/pinmarket/pin/platform/deadletter"
@@ -38,10 +37,17 @@ var consumerCommand = commandGroup("consumer", map[string]subcommand{
 	"dead-letters": consumerDeadLetters.commands(),
 })
 
-// consumerReplayers are the consumers this binary runs, logging on stderr:
-// only their dead letters can be replayed by it, since a replay runs the
-// consumer's handler in this process (docs/consuming-the-event.md, "Dead
+// consumerReplayers are the consumers this binary's modules run, logging on
+// stderr: only their dead letters can be replayed by it, since a replay runs
+// the consumer's handler in this process (docs/consuming-the-event.md, "Dead
 // letters").
 func consumerReplayers(stderr io.Writer) []consumer.Replayer {
-	return []consumer.Replayer{boost.DeadLetterReplayer(observability.NewLogger(stderr, slog.LevelInfo))}
+	logger := observability.NewLogger(stderr, slog.LevelInfo)
+	var replayers []consumer.Replayer
+	for _, m := range modules() {
+		if m.replayers != nil {
+			replayers = append(replayers, m.replayers(logger)...)
+		}
+	}
+	return replayers
 }

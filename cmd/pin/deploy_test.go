@@ -262,12 +262,17 @@ func TestKafkaCreateTopics(t *testing.T) {
 		"PIN_KAFKA_TLS=true",
 		"PIN_KAFKA_TLS_CA_FILE=" + ca.File,
 	}
+	var created, found string
+	for _, tp := range append([]string{topic}, testOnlyTopics...) {
+		created += "created " + tp + ": 3 partitions, replication factor 1, retention 168h0m0s\n"
+		found += "found " + tp + ": 3 partitions (needs 3), left as it is\n"
+	}
 	out, stderr, code := run(t, env, "kafka", "create-topics", "--replication-factor", "1")
 	require.Equal(t, 0, code, stderr)
-	require.Equal(t, "created "+topic+": 3 partitions, replication factor 1, retention 168h0m0s\n", out)
+	require.Equal(t, created, out, "every declared topic, in the list's order")
 	out, stderr, code = run(t, env, "kafka", "create-topics", "--replication-factor", "1")
 	require.Equal(t, 0, code, stderr)
-	require.Equal(t, "found "+topic+": 3 partitions (needs 3), left as it is\n", out)
+	require.Equal(t, found, out)
 	requireNoSecret(t, out+stderr, "ops-pass-91d2")
 
 	_, stderr, code = run(t, append(env[:len(env):len(env)], "PIN_KAFKA_SASL_PASSWORD=wrong"), "kafka", "create-topics")

@@ -74,8 +74,12 @@ func devServe(ctx context.Context, environ []string, stdout, stderr io.Writer) e
 	if err := s.build(ctx); err != nil {
 		return err
 	}
-	if err := s.module.SeedDemoPackages(ctx); err != nil {
-		return err
+	for _, entry := range modules() {
+		if m := s.built[entry.name]; m != nil && entry.onDev != nil {
+			if err := entry.onDev(ctx, m); err != nil {
+				return err
+			}
+		}
 	}
 	if err := printDevHowTo(stdout, s.cfg, s.authn); err != nil {
 		return err

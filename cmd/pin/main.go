@@ -82,12 +82,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		err = kafkaCommand(ctx, args[1:], environ, stdout)
 	case "migrate":
 		err = migrate(ctx, args[1:], environ, stdout)
-	case "expire-promotions":
-		err = expirePromotions(ctx, args[1:], environ, stdout, stderr)
 	case "outbox":
 		err = outboxCommand(ctx, args[1:], environ, stdout, stderr)
-	case "promotion":
-		err = promotionCommand(ctx, args[1:], environ, stdout, stderr)
 	case "consumer":
 		err = consumerCommand(ctx, args[1:], environ, stdout, stderr)
 	case "contract":
@@ -108,7 +104,11 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usageError{fmt.Sprintf("unknown command %q (try: pin help)", args[0])}
+		if command := moduleCommand(args[0]); command != nil {
+			err = command(ctx, args[1:], environ, stdout, stderr)
+		} else {
+			err = usageError{fmt.Sprintf("unknown command %q (try: pin help)", args[0])}
+		}
 	}
 	return report(err, stderr)
 }

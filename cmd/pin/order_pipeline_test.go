@@ -184,6 +184,6 @@ func readHeldStatus(t *testing.T, env []string) heldStatus {
 		} `json:"outbox"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(stdout), &s), stdout)
-	require.Len(t, s.Outbox, 1)
+	require.Len(t, s.Outbox, 1+len(testOnlyTopics), "each declared topic, promotion's first")
 	return heldStatus{Backlog: s.Outbox[0].Backlog, Keys: s.Outbox[0].Held.Keys, Records: s.Outbox[0].Held.Records}
 }

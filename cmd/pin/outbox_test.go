@@ -164,7 +164,7 @@ func TestOutboxReplayAllIsNeverBlocked(t *testing.T) {
 		} `json:"outbox"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &status), out)
-	require.Len(t, status.Outbox, 1)
+	require.Len(t, status.Outbox, 1+len(testOnlyTopics), "each declared topic, promotion's first")
 	require.Equal(t, 0, status.Outbox[0].DeadLetters)
 	require.Equal(t, 1, status.Outbox[0].DiscardedDeadLetters)
 }

@@ -36,6 +36,11 @@ const (
 
 var pinBin string
 
+// testOnlyTopics are the topics of the test-only modules a build with -tags
+// pintestmodules registers (reviews_test.go adds them): the binary under
+// test declares topic and these.
+var testOnlyTopics []string
+
 var update = flag.Bool("update", false, "rewrite docs/ops/exported-metrics.txt from the running binary")
 
 // exportedMetricsFile lists the metric families pin exports; the ops tests

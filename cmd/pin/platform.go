@@ -6,16 +6,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"gorm.io/gorm"
 
-	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/platform/buildinfo"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/observability"
-	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -33,9 +30,10 @@ type platform struct {
 }
 
 // newPlatform opens the platform; role names its pool's sessions
-// (postgres.ApplicationName). The pool runs the expiry job, so its sessions
-// carry the batch's idle bound even after an abort (ADR 0014, decision 7);
-// the relay's lock sessions set their own.
+// (postgres.ApplicationName). The pool runs the modules' runners, so its
+// sessions carry the idle bound a module asks for (the expiry batch's, even
+// after an abort: ADR 0014, decision 7); the relay's lock sessions set
+// their own.
 func newPlatform(ctx context.Context, cfg config.Config, role string, stderr io.Writer) (*platform, error) {
 	level, err := observability.ParseLevel(cfg.LogLevel)
 	if err != nil {
@@ -54,7 +52,7 @@ func newPlatform(ctx context.Context, cfg config.Config, role string, stderr io.
 	readOnly := postgres.NewReadOnlyWatch(logger, reg)
 	db, err := postgres.OpenPool(ctx, cfg.DatabaseURL, postgres.PoolConfig{
 		ApplicationName:          postgres.ApplicationName(role),
-		IdleInTransactionTimeout: promotion.ExpireIdleInTransaction,
+		IdleInTransactionTimeout: runnersIdleInTransaction(),
 		ReadOnly:                 readOnly,
 	})
 	if err != nil {
@@ -88,18 +86,14 @@ func (p *platform) close() {
 	}
 }
 
-// promotionModule builds the promotion module; authenticate is nil for a
-// process that serves no HTTP.
-func (p *platform) promotionModule(authenticate echo.MiddlewareFunc, publisher *outbox.Publisher) (*promotion.Module, error) {
-	return promotion.New(promotion.Deps{
-		DB:             p.db,
-		APIDB:          p.apiDB,
-		Outbox:         publisher,
-		Authenticate:   authenticate,
-		Logger:         p.logger,
-		Registerer:     p.reg,
-		TracerProvider: p.tp,
-		Now:            time.Now,
-		Expire:         promotion.ExpireSettingsOf(p.cfg),
-	})
+// runnersIdleInTransaction is the shortest idle bound a module asks of the
+// runners' pool; zero when none does.
+func runnersIdleInTransaction() time.Duration {
+	var d time.Duration
+	for _, m := range modules() {
+		if m.idleInTransaction > 0 && (d == 0 || m.idleInTransaction < d) {
+			d = m.idleInTransaction
+		}
+	}
+	return d
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel"
 
-	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/platform/auth"
 	"github.com/pinmarket/pin/platform/buildinfo"
 	"github.com/pinmarket/pin/platform/config"
@@ -49,11 +48,12 @@ type server struct {
 	// sqlDB is the runners' pool, p.db's.
 	sqlDB *sql.DB
 	// dev is only said in the start line.
-	dev    bool
-	ln     net.Listener
-	host   *host.Host
-	module *promotion.Module
-	authn  *auth.Authenticator
+	dev  bool
+	ln   net.Listener
+	host *host.Host
+	// built are the modules on the host, by name.
+	built map[string]host.Module
+	authn *auth.Authenticator
 }
 
 // openServer opens the platform and both pools: the runners' and the API's.
@@ -137,10 +137,9 @@ func (s *server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.module, err = s.promotionModule(authn.Middleware(), publisher); err != nil {
+	if err := s.addModules(hostDeps{outbox: publisher, authenticate: authn.Middleware()}); err != nil {
 		return err
 	}
-	s.host.AddModule(s.module)
 	if err := s.addOutboxRunners(); err != nil {
 		return err
 	}
@@ -149,9 +148,6 @@ func (s *server) build(ctx context.Context) error {
 		return err
 	}
 	s.host.AddRunner(topicCheck)
-	if cfg.BoostProjection == "on" {
-		return s.addBoostProjection()
-	}
 	return nil
 }
 

@@ -4,14 +4,32 @@ import (
 	"net"
 	"os"
 
-	"github.com/pinmarket/pin/modules/boost"
+	"github.com/pinmarket/pin/platform/host"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox/relay"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
-// The background work build puts on the host beside the modules' own
-// runners: the outbox's relay and retention, and the boost projection.
+// The modules build puts on the host, and the background work beside their
+// own runners: the outbox's relay and retention.
+
+// addModules builds every module of the list this configuration turns on
+// and puts it on the host.
+func (s *server) addModules(hd hostDeps) error {
+	s.built = map[string]host.Module{}
+	for _, entry := range modules() {
+		m, err := entry.build(s.platform, hd)
+		if err != nil {
+			return err
+		}
+		if m == nil {
+			continue
+		}
+		s.built[entry.name] = m
+		s.host.AddModule(m)
+	}
+	return nil
+}
 
 // addOutboxRunners adds the outbox relay and retention of the topics the
 // modules declared; the relay also exports the outbox metrics.
@@ -43,26 +61,6 @@ func (s *server) addOutboxRunners() error {
 		return err
 	}
 	s.host.AddRunner(cleaner)
-	return nil
-}
-
-// addBoostProjection adds the reference consumer of the module's event.
-func (s *server) addBoostProjection() error {
-	consumerConfig := kafka.NewConsumerConfig("pin-"+boost.Name, kafkaSecurity(s.cfg))
-	kafka.StaticMember(consumerConfig, groupInstance(s.cfg.HTTPAddr))
-	projection, err := boost.New(boost.Deps{
-		DB:           s.db,
-		APIDB:        s.apiDB,
-		Authenticate: s.authn.Middleware(),
-		Brokers:      s.cfg.KafkaBrokers,
-		Sarama:       consumerConfig,
-		Logger:       s.logger,
-		Registerer:   s.reg,
-	})
-	if err != nil {
-		return err
-	}
-	s.host.AddModule(projection)
 	return nil
 }
 

@@ -1,17 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/pinmarket/pin/modules/boost"
-	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/consumer"
 	"github.com/pinmarket/pin/platform/kafka"
@@ -19,13 +19,43 @@ import (
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
-// moduleStatus is what `pin status --json` prints: the module's state on one
-// screen (docs/adr/0017-operators-never-stuck.md).
+// moduleStatus is what `pin status --json` prints: the modules' state on one
+// screen (docs/adr/0017-operators-never-stuck.md). Each module's section
+// is a key of its own (MarshalJSON).
 type moduleStatus struct {
-	AsOf      time.Time              `json:"asOf"`
-	Expiry    promotion.ExpiryStatus `json:"expiry"`
-	Outbox    []relay.TopicStatus    `json:"outbox"`
-	Consumers []consumerStatus       `json:"consumers"`
+	AsOf      time.Time           `json:"asOf"`
+	Sections  []sectionStatus     `json:"-"`
+	Outbox    []relay.TopicStatus `json:"outbox"`
+	Consumers []consumerStatus    `json:"consumers"`
+}
+
+// sectionStatus is a module's section as it was read.
+type sectionStatus struct {
+	*statusSection
+	value any
+}
+
+// MarshalJSON writes asOf, then each module's section under its key, then
+// outbox and consumers.
+func (s moduleStatus) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	field := func(key string, v any) error {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(key)
+		val, err := json.Marshal(v)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(val)
+		return err
+	}
+	err := field("asOf", s.AsOf)
+	for _, sec := range s.Sections {
+		err = errors.Join(err, field(sec.key, sec.value))
+	}
+	err = errors.Join(err, field("outbox", s.Outbox), field("consumers", s.Consumers))
+	return append(append([]byte{'{'}, b.Bytes()...), '}'), err
 }
 
 // consumerStatus is a consumer's state: the database's, and its lag, which
@@ -80,11 +110,19 @@ func status(ctx context.Context, args, environ []string, stdout io.Writer) error
 // configured, the broker.
 func readStatus(ctx context.Context, db *sql.DB, cfg config.Config) (moduleStatus, error) {
 	s := moduleStatus{AsOf: time.Now().UTC(), Outbox: []relay.TopicStatus{}, Consumers: []consumerStatus{}}
+	var consumed []consumedTopics
 	var groups []consumer.GroupStatus
 	err := postgres.InSnapshot(ctx, db, func(q postgres.Querier) error {
-		var err error
-		if s.Expiry, err = promotion.ReadExpiryStatus(ctx, q); err != nil {
-			return err
+		for _, m := range modules() {
+			consumed = append(consumed, m.consumes...)
+			if m.status == nil {
+				continue
+			}
+			v, err := m.status.read(ctx, q)
+			if err != nil {
+				return err
+			}
+			s.Sections = append(s.Sections, sectionStatus{statusSection: m.status, value: v})
 		}
 		for _, topic := range declaredTopics() {
 			t, err := relay.ReadStatus(ctx, q, topic)
@@ -93,7 +131,12 @@ func readStatus(ctx context.Context, db *sql.DB, cfg config.Config) (moduleStatu
 			}
 			s.Outbox = append(s.Outbox, t)
 		}
-		groups, err = consumer.ReadStatus(ctx, q, []string{boost.Name})
+		names := make([]string, len(consumed))
+		for i, c := range consumed {
+			names[i] = c.group
+		}
+		var err error
+		groups, err = consumer.ReadStatus(ctx, q, names)
 		return err
 	})
 	if err != nil {
@@ -105,8 +148,7 @@ func readStatus(ctx context.Context, db *sql.DB, cfg config.Config) (moduleStatu
 			c.LagUnknown = "PIN_KAFKA_BROKERS is not set"
 		} else {
 			var lag int64
-			// boost consumes the promotion module's topics.
-			for _, topic := range promotion.Topics() {
+			for _, topic := range topicsOf(consumed, g.Group) {
 				b, err := kafka.GroupBacklog(cfg.KafkaBrokers, kafkaSecurity(cfg), g.Group, topic)
 				if err != nil {
 					c.LagUnknown = err.Error()
@@ -132,22 +174,8 @@ func readStatus(ctx context.Context, db *sql.DB, cfg config.Config) (moduleStatu
 func printStatus(w io.Writer, s moduleStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	at := func(t time.Time) string { return t.Format(time.RFC3339) }
-	e := s.Expiry
-	due := "none due"
-	if e.OldestDueEndsAt != nil {
-		due = "oldest due since " + at(*e.OldestDueEndsAt)
-	}
-	fmt.Fprintf(tw, "expiry\tbacklog %d (%s), poison %d\n", e.Backlog, due, e.Poison)
-	if c := e.LastCycle; c == nil {
-		fmt.Fprintf(tw, "\tlast cycle: none recorded\n")
-	} else {
-		outcome := "completed"
-		if c.Error != "" {
-			outcome = "FAILED: " + c.Error
-		}
-		fmt.Fprintf(tw, "\tlast cycle %s (%s ago) by %s: %s; expired %d, skipped locked %d, failed %d, %d ms\n",
-			at(c.FinishedAt), s.AsOf.Sub(c.FinishedAt).Round(time.Second), c.Instance, outcome,
-			c.Cycle.Expired, c.Cycle.SkippedLocked, c.Cycle.Failed, c.Cycle.Duration.Milliseconds())
+	for _, sec := range s.Sections {
+		sec.print(tw, sec.value, s.AsOf)
 	}
 	for _, t := range s.Outbox {
 		fmt.Fprintf(tw, "outbox\t%s: backlog %d, dead letters %d (discarded %d)\n", t.Topic, t.Backlog, t.DeadLetters, t.DiscardedDeadLetters)
@@ -180,4 +208,14 @@ func printStatus(w io.Writer, s moduleStatus) error {
 			c.Group, c.DeadLetters, c.DiscardedDeadLetters, strings.TrimSpace(lag), last)
 	}
 	return tw.Flush()
+}
+
+// topicsOf are the topics group reads, as its module declares them.
+func topicsOf(consumed []consumedTopics, group string) []string {
+	for _, c := range consumed {
+		if c.group == group {
+			return c.topics
+		}
+	}
+	return nil
 }

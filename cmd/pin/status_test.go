@@ -75,9 +75,11 @@ func TestStatusShowsTheModuleOnOneScreen(t *testing.T) {
 	require.Zero(t, s.Expiry.Backlog)
 	require.Nil(t, s.Expiry.OldestDueEndsAt)
 	require.Nil(t, s.Expiry.LastCycle, "no cycle ran on this database yet")
-	require.Len(t, s.Outbox, 1)
-	require.Equal(t, topic, s.Outbox[0].Topic)
-	require.Nil(t, s.Outbox[0].Leader, "no relay runs")
+	require.Len(t, s.Outbox, 1+len(testOnlyTopics), "each declared topic")
+	require.Equal(t, topic, s.Outbox[0].Topic, "promotion's first: the list's order")
+	for _, o := range s.Outbox {
+		require.Nil(t, o.Leader, "no relay runs")
+	}
 	require.Len(t, s.Consumers, 1)
 	require.Equal(t, "boost", s.Consumers[0].Group)
 	require.Nil(t, s.Consumers[0].Lag)

@@ -3,20 +3,21 @@ package main
 import (
 	"fmt"
 	"slices"
-
-	"github.com/pinmarket/pin/modules/promotion"
 )
 
-// declaredTopics are the Kafka topics the modules publish to, each once, in
-// module order: the one list that `pin migrate up` and `pin dev` make outbox
-// tables for, `pin kafka create-topics` and the dev broker create, and `pin
-// status` reads. A module that publishes adds its topics here, as it adds
-// itself to the host; `pin serve` refuses to start when the two differ.
+// declaredTopics are the Kafka topics the modules of the list publish to,
+// each once, in module order: the one list that `pin migrate up` and `pin
+// dev` make outbox tables for, `pin kafka create-topics` and the dev broker
+// create, `pin status` reads and the test harness declares
+// (testbed.DeclareTopics). `pin serve` refuses to start when the modules on
+// its host declare others.
 func declaredTopics() []string {
 	var topics []string
-	for _, t := range promotion.Topics() {
-		if !slices.Contains(topics, t) {
-			topics = append(topics, t)
+	for _, m := range modules() {
+		for _, t := range m.topics {
+			if !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
 		}
 	}
 	return topics
@@ -28,7 +29,7 @@ func declaredTopics() []string {
 func checkDeclaredTopics(hostTopics []string) error {
 	declared := declaredTopics()
 	if !slices.Equal(slices.Sorted(slices.Values(hostTopics)), slices.Sorted(slices.Values(declared))) {
-		return fmt.Errorf("the modules declare the topics %q, cmd/pin's declaredTopics lists %q: add the module's topics to declaredTopics", hostTopics, declared)
+		return fmt.Errorf("the modules declare the topics %q, cmd/pin's module list (declaredTopics) %q: give the module's entry in modules.go its topics", hostTopics, declared)
 	}
 	return nil
 }

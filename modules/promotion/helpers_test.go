@@ -37,6 +37,10 @@ import (
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
+// Every test database has the outbox tables of the topics the module
+// declares, as `pin migrate up` makes them for the binary's module list.
+func init() { testbed.DeclareTopics(promotion.Topics()...) }
+
 // openAPIPath is the API document the handlers' responses must match.
 const openAPIPath = "../../docs/api/openapi.yaml"
 

@@ -33,8 +33,9 @@ type Module interface {
 
 // EventSource is a Module that publishes integration events through the
 // transactional outbox (platform/outbox). The host relays, cleans and
-// measures every topic a module declares; the module's migrations create
-// each topic's outbox table.
+// measures every topic a module declares; `pin migrate up` and `pin dev`
+// make each declared topic's outbox table (outbox.EnsureTopics), and a
+// module's tests get them from testbed.DeclareTopics.
 type EventSource interface {
 	// OutboxTopics are the Kafka topics the module writes to the outbox.
 	OutboxTopics() []string

@@ -82,6 +82,24 @@ func TestProducerNeedsOnlyWriteOnTheTopic(t *testing.T) {
 	require.Error(t, send("reader", "r"), "ACLs are enforced")
 }
 
+// A topic the user may not describe (a write-only user and a topic not made
+// yet) is named in the error; the topics it may describe are still reported.
+func TestDescribeTopicsReportsTheOthersBesideARefusedOne(t *testing.T) {
+	t.Parallel()
+	ca := testbed.NewCA(t)
+	const secTopic = "pin.sec.described.v1"
+	brokers := testbed.NewSecureKafka(t, testbed.KafkaSecurity{
+		TLS:   ca.ServerTLS(t, nil),
+		ACLs:  true,
+		Users: []testbed.KafkaUser{{Mechanism: kafka.MechanismSCRAMSHA512, Name: "writer", Password: "w", Allow: []kmsg.ACLOperation{kmsg.ACLOperationWrite}}},
+	}, secTopic)
+	sec := scram(kafka.MechanismSCRAMSHA512, "w", &tls.Config{RootCAs: ca.Pool, ServerName: "localhost", MinVersion: tls.VersionTLS12})
+	sec.SASLUsername = "writer"
+	states, err := kafka.DescribeTopics(brokers, sec, []string{"pin.sec.unmade.v1", secTopic})
+	require.ErrorContains(t, err, "pin.sec.unmade.v1")
+	require.Equal(t, []kafka.TopicState{{Name: secTopic, Partitions: 3}}, states)
+}
+
 func TestCreateTopicsIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ca := testbed.NewCA(t)

@@ -64,7 +64,8 @@ func AdminConfig(clientID string, sec Security) *sarama.Config {
 }
 
 // DescribeTopics returns the partition count of each topic, 0 for a topic
-// that does not exist.
+// that does not exist. A topic the broker refuses to describe is left out
+// and named in the error, beside the states of the others.
 func DescribeTopics(brokers []string, sec Security, names []string) ([]TopicState, error) {
 	admin, err := sarama.NewClusterAdmin(brokers, AdminConfig("pin-topic-check", sec))
 	if err != nil {
@@ -83,19 +84,22 @@ func describe(admin sarama.ClusterAdmin, names []string) ([]TopicState, error) {
 	for _, m := range metas {
 		byName[m.Name] = m
 	}
+	// A topic the broker will not describe (its ACLs) is an error of its
+	// own: the other topics are still reported.
 	states := make([]TopicState, 0, len(names))
+	var failed []error
 	for _, name := range names {
 		m := byName[name]
 		switch {
 		case m == nil || errors.Is(m.Err, sarama.ErrUnknownTopicOrPartition):
 			states = append(states, TopicState{Name: name})
 		case m.Err != sarama.ErrNoError:
-			return nil, fmt.Errorf("kafka: describe topic %s: %w", name, m.Err)
+			failed = append(failed, fmt.Errorf("kafka: describe topic %s: %w", name, m.Err))
 		default:
 			states = append(states, TopicState{Name: name, Partitions: int32(len(m.Partitions))})
 		}
 	}
-	return states, nil
+	return states, errors.Join(failed...)
 }
 
 // CreateTopics creates each topic that does not exist yet with opts and

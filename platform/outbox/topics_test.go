@@ -2,16 +2,19 @@ package outbox_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/trace/noop"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/outbox/relay"
+	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
 )
 
@@ -93,22 +96,38 @@ func TestCreateTopicIsIdempotentAndRefusesBadTopics(t *testing.T) {
 	require.Equal(t, before, partitions(), "a refused topic made no table")
 }
 
-// TestARelayForATopicWithNoTableFailsAtStart: a topic the relay is given
-// but whose table `pin migrate up` never made is a failed start that names
-// the fix, not a relay retrying a read that cannot succeed.
-func TestARelayForATopicWithNoTableFailsAtStart(t *testing.T) {
+// TestATopicWithNoTableWaitsAndTheOthersAreRelayed: a topic the relay is
+// given but whose table `pin migrate up` never made is logged at ERROR with
+// its name and the fix, and waits; the other topics are relayed meanwhile,
+// and the waiting one is relayed once its table is made.
+func TestATopicWithNoTableWaitsAndTheOthersAreRelayed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	outboxRelay, err := relay.New(b.db.SQL, relay.Config{
-		Brokers: []string{"127.0.0.1:1"}, Topics: []string{topic, "pin.test.unmade.v1"}, PollInterval: testbed.ForwardDeadline,
-	}, b.logger, prometheus.NewRegistry(), noop.NewTracerProvider())
+	const unmade = "pin.test.unmade.v1"
+	logs := &testbed.LogBuffer{}
+	b.logger = slog.New(slog.NewJSONHandler(logs, nil))
+	brokers := testbed.NewKafka(t, topic, unmade)
+	b.startRelay(t, relay.Config{Brokers: brokers, Topics: []string{topic, unmade}, MaxReconnectBackoff: time.Second}, nil)
+
+	b.publish(t, event("made", 1))
+	newConsumer(t, brokers).until(t, 1)
+	waitFor(t, "the unmade topic's error", func() bool {
+		for _, rec := range logs.Records(t, "outbox relay: a topic has no outbox table; it waits, the other topics are relayed") {
+			if rec["topic"] == unmade && rec["level"] == "ERROR" && strings.Contains(fmt.Sprint(rec["err"]), "pin migrate up") {
+				return true
+			}
+		}
+		return false
+	})
+
+	require.NoError(t, outbox.EnsureTopics(b.ctx, b.db.SQL, unmade))
+	require.NoError(t, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
+		return publish(b.ctx, b.pub, tx, unmade, event("late", 1))
+	}))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(unmade), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(t, err)
+	defer cl.Close()
 	ctx, cancel := context.WithTimeout(b.ctx, testbed.ForwardDeadline)
 	defer cancel()
-	err = outboxRelay.Run(ctx)
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "pin.test.unmade.v1")
-	require.Contains(t, err.Error(), "pin migrate up")
-	require.NotContains(t, err.Error(), topic+",", "the migrated topic is not named")
-	require.NoError(t, ctx.Err(), "it failed at once")
+	require.NotEmpty(t, cl.PollFetches(ctx).Records(), "the topic is relayed once its table is made")
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -148,6 +149,46 @@ func (p *Publisher) Write(ctx context.Context, tx postgres.Tx, events []Event) e
 	}
 	prepared.End(err)
 	return err
+}
+
+// WriteWith runs query, one of the caller's literal statements, with args
+// and events (Prepare's value) as @events inside tx, and returns the ids
+// query returns. query writes the rows keys name and ends with
+//
+//	published AS (SELECT outbox.publish(@events::text[], ARRAY(SELECT id::text FROM <written>)))
+//	SELECT id FROM <written>, published
+//
+// so the change and its events are one statement and an event is stored
+// only with the row it announces; package outboxrules checks every module's
+// statements for it. The spans end with the statement's error.
+func (p *Publisher) WriteWith(ctx context.Context, tx postgres.Tx, query string, args pgx.NamedArgs, keys []string, events []Event) ([]string, error) {
+	prepared, err := p.Prepare(ctx, events, keys)
+	if err != nil {
+		return nil, err
+	}
+	args["events"] = prepared.Events()
+	ids, err := QueryIDs(ctx, tx, query, args)
+	prepared.End(err)
+	return ids, err
+}
+
+// QueryIDs runs a statement that returns ids, as text. A refusal may
+// surface only once a row is read, so the rows' error is the statement's.
+func QueryIDs(ctx context.Context, tx postgres.Tx, query string, args pgx.NamedArgs) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, query, args)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, errors.Join(rows.Err(), rows.Close())
 }
 
 // encode is topic's five elements of the events parameter: the topic, then

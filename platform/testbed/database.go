@@ -12,6 +12,13 @@
 // lock. Each clone is dropped when the test ends. No test ever uses or wipes
 // a shared database.
 //
+// # Topics
+//
+// DeclareTopics names the outbox topics of the modules under test: the
+// template gets each one's table from the one definition
+// (outbox.create_topic), as `pin migrate up` makes them, and a topic
+// declared after the template was made gets its table in each new clone.
+//
 // # Transactions
 //
 // Every test database is created with idle_in_transaction_session_timeout
@@ -30,6 +37,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,6 +100,8 @@ type server struct {
 	base     *url.URL
 	admin    *sql.DB
 	template string
+	// templateTopics are the declared topics the template has tables for.
+	templateTopics []string
 	// hold keeps, for the life of the process, a shared advisory lock on
 	// the template in use, so that no other process drops it as stale.
 	hold *sql.Conn
@@ -100,7 +110,42 @@ type server struct {
 var (
 	serverMu  sync.Mutex
 	theServer *server
+	// declared are the topics of DeclareTopics, guarded by serverMu.
+	declared []string
 )
+
+// DeclareTopics declares outbox topics whose tables every database this
+// process makes has: the topics a module declares to the host, so that its
+// tests see the tables `pin migrate up` would make. Declaring before the
+// first NewDatabase (TestMain) puts them in the template; later, each new
+// database makes them. Repeating a topic is harmless.
+func DeclareTopics(topics ...string) {
+	serverMu.Lock()
+	defer serverMu.Unlock()
+	for _, t := range topics {
+		if !slices.Contains(declared, t) {
+			declared = append(declared, t)
+		}
+	}
+}
+
+// ensureTopicsQuery makes the topics' tables through the outbox's one
+// definition; platform/outbox's EnsureTopics runs the same call (this
+// package cannot import it: the outbox's own tests import this one).
+const ensureTopicsQuery = `SELECT outbox.create_topic(t) FROM unnest($1::text[]) AS t`
+
+// topicsNotIn returns the declared topics missing from have.
+func topicsNotIn(have []string) []string {
+	serverMu.Lock()
+	defer serverMu.Unlock()
+	var missing []string
+	for _, t := range declared {
+		if !slices.Contains(have, t) {
+			missing = append(missing, t)
+		}
+	}
+	return missing
+}
 
 // NewDatabase creates a fresh database cloned from the migrated template,
 // opens it and drops it (WITH (FORCE)) when tb ends. It fails tb with a hint
@@ -153,6 +198,11 @@ func newDatabase(tb testing.TB, template func(*server) string) *Database {
 	}
 	// Registered after the drop, so it runs before it.
 	tb.Cleanup(func() { _ = sqlDB.Close() })
+	if extra := topicsNotIn(srv.templateTopics); len(extra) > 0 && template(srv) == srv.template {
+		if _, err := sqlDB.ExecContext(ctx, ensureTopicsQuery, extra); err != nil {
+			tb.Fatalf("testbed: the declared topics' outbox tables: %v", err)
+		}
+	}
 	return &Database{URL: dbURL, SQL: sqlDB, Gorm: gdb, Name: name}
 }
 
@@ -200,15 +250,23 @@ func getServer(ctx context.Context) (*server, error) {
 	return srv, nil
 }
 
-// prepare makes sure the template for the current migrations exists, and
-// drops databases leaked by test processes that died, all under the
-// cluster-wide advisory lock.
+// prepare makes sure the template for the current migrations and declared
+// topics exists, and drops databases leaked by test processes that died,
+// all under the cluster-wide advisory lock. Its caller holds serverMu.
 func (s *server) prepare(ctx context.Context) error {
 	hash, err := migrationsHash()
 	if err != nil {
 		return err
 	}
+	// The template of one set of migrations is made for each set of
+	// declared topics; those of other migrations are stale.
+	s.templateTopics = slices.Sorted(slices.Values(declared)) // getServer holds serverMu
 	s.template = templatePrefix + hash
+	if len(s.templateTopics) > 0 {
+		sum := sha256.Sum256([]byte(strings.Join(s.templateTopics, "\x00")))
+		s.template += "_t" + hex.EncodeToString(sum[:4])
+	}
+	current := templatePrefix + hash
 
 	conn, err := s.admin.Conn(ctx)
 	if err != nil {
@@ -230,7 +288,7 @@ func (s *server) prepare(ctx context.Context) error {
 	if err := s.holdTemplate(ctx); err != nil {
 		return err
 	}
-	if err := s.dropStaleTemplates(ctx, conn); err != nil {
+	if err := s.dropStaleTemplates(ctx, conn, current); err != nil {
 		return err
 	}
 
@@ -261,13 +319,13 @@ func (s *server) holdTemplate(ctx context.Context) error {
 	return nil
 }
 
-// dropStaleTemplates drops templates of older migration sets that no
-// running test process holds, so edits to migrations do not pile up
-// databases.
-func (s *server) dropStaleTemplates(ctx context.Context, conn *sql.Conn) error {
+// dropStaleTemplates drops templates of older migration sets (whose names
+// do not start with current) that no running test process holds, so edits
+// to migrations do not pile up databases.
+func (s *server) dropStaleTemplates(ctx context.Context, conn *sql.Conn, current string) error {
 	rows, err := conn.QueryContext(ctx,
-		"SELECT datname FROM pg_database WHERE datname LIKE $1 AND datname <> $2 AND datistemplate",
-		templatePrefix+"%", s.template)
+		"SELECT datname FROM pg_database WHERE datname LIKE $1 AND NOT starts_with(datname, $2) AND datistemplate",
+		templatePrefix+"%", current)
 	if err != nil {
 		return fmt.Errorf("list templates: %w", err)
 	}
@@ -319,6 +377,9 @@ func (s *server) buildTemplate(ctx context.Context, conn *sql.Conn) error {
 		return fmt.Errorf("open template: %w", err)
 	}
 	err = postgres.Migrate(ctx, db)
+	if err == nil && len(s.templateTopics) > 0 {
+		_, err = db.ExecContext(ctx, ensureTopicsQuery, s.templateTopics)
+	}
 	_ = db.Close()
 	if err != nil {
 		return fmt.Errorf("migrate template: %w", err)

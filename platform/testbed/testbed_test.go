@@ -41,6 +41,21 @@ func TestNewDatabaseIsFreshAndMigrated(t *testing.T) {
 	require.Equal(t, "30s", timeout)
 }
 
+// A declared topic has its outbox table in every database: from the
+// template, or made in the clone when declared after the template was.
+func TestADeclaredTopicHasItsTable(t *testing.T) {
+	t.Parallel()
+	hasTable := func(db *testbed.Database, topic string) bool {
+		var n int
+		require.NoError(t, db.SQL.QueryRow(`SELECT count(*) FROM pg_class WHERE oid = to_regclass('outbox.' || outbox.topic_table($1))`, topic).Scan(&n))
+		return n == 1
+	}
+	before := testbed.NewDatabase(t)
+	require.False(t, hasTable(before, "pin.testbed.declared.v1"))
+	testbed.DeclareTopics("pin.testbed.declared.v1")
+	require.True(t, hasTable(testbed.NewDatabase(t), "pin.testbed.declared.v1"))
+}
+
 func TestNewDatabaseIsDroppedAfterTheTest(t *testing.T) {
 	t.Parallel()
 	var name string

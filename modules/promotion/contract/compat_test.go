@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
-	"github.com/pinmarket/pin/modules/promotion/contract/internal/schemacompattest"
+	"github.com/pinmarket/pin/platform/schemacompat"
 )
 
 // releasedRoot holds every released revision of the contract, one
@@ -75,7 +75,7 @@ func compatibilityReport(what, released string, breaks []string) string {
 		what, released, strings.Join(breaks, "\n  "), breakingChangeAdvice)
 }
 
-func violationStrings(vs []schemacompattest.Violation) []string {
+func violationStrings(vs []schemacompat.Violation) []string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
 		out[i] = v.String()
@@ -123,7 +123,7 @@ func TestSchemaKeepsTheReleasedContract(t *testing.T) {
 		"docs/contracts/pin.promotion.purchase-changed.v1.schema.json": canonical,
 		"the embedded schema (contract.JSONSchema)":                    contract.JSONSchema(),
 	} {
-		vs, err := schemacompattest.Check(released, current)
+		vs, err := schemacompat.Check(released, current)
 		require.NoError(t, err, what)
 		if len(vs) > 0 {
 			t.Error(compatibilityReport(what, releasedDir, violationStrings(vs)))
@@ -278,7 +278,7 @@ func TestCompatibilityGateCatchesPlantedViolations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			current := editJSON(t, released, func(doc map[string]any) { tc.mutate(t, doc) })
-			vs, err := schemacompattest.Check(released, current)
+			vs, err := schemacompat.Check(released, current)
 			require.NoError(t, err)
 			var got []string
 			for _, v := range vs {
@@ -302,7 +302,7 @@ func TestCompatibilityReportSaysWhatABreakingChangeNeeds(t *testing.T) {
         },
         "startsAt"`, 1)
 	require.NotEqual(t, string(released), current)
-	vs, err := schemacompattest.Check(released, []byte(current))
+	vs, err := schemacompat.Check(released, []byte(current))
 	require.NoError(t, err)
 	msg := compatibilityReport("the schema", releasedDir, violationStrings(vs))
 	for _, want := range []string{
@@ -420,7 +420,7 @@ func asyncAPIBreaks(tb testing.TB, released, current asyncAPIDoc) []string {
 		require.NoError(tb, err)
 		c, err := json.Marshal(at(tb, map[string]any(current), path...))
 		require.NoError(tb, err)
-		vs, err := schemacompattest.Check(r, c)
+		vs, err := schemacompat.Check(r, c)
 		require.NoError(tb, err, what)
 		for _, v := range vs {
 			breaks = append(breaks, what+": "+v.String())

@@ -27,7 +27,7 @@ type Config struct {
 	Brokers []string
 	// Topics are the Kafka topics to relay, as the modules declare them; each
 	// has its table in outbox.messages, made by `pin migrate up`
-	// (EnsureTopics). Required.
+	// (outbox.EnsureTopics). A topic without one waits (Run). Required.
 	Topics []string
 	// PollInterval is how long the active relay pauses after finding the
 	// outbox empty. Required: PIN_OUTBOX_POLL_INTERVAL, whose default
@@ -168,16 +168,20 @@ func (r *Relay) Name() string { return "outbox-relay" }
 // Run relays every topic until ctx is cancelled, then returns nil. Failures
 // of the broker or the database end the topic's term as active relay; it
 // backs off and competes for the lock again. A topic with no outbox table
-// is a deployment that skipped `pin migrate up`: Run returns at once with
-// an error that says so, rather than retry a read that cannot succeed.
+// is a deployment that skipped `pin migrate up` for it: that topic waits,
+// logged at ERROR with its name and the fix, and the others are relayed.
 func (r *Relay) Run(ctx context.Context) error {
-	if err := r.checkTopics(ctx); err != nil {
-		return err
-	}
 	var wg sync.WaitGroup
 	for _, topic := range r.cfg.Topics {
 		wg.Go(func() {
 			waits := backoff.Doubling(r.cfg.ReconnectBackoff, r.cfg.MaxReconnectBackoff)
+			for !r.hasTable(ctx, topic) {
+				wait := waits.NextBackOff()
+				if !sleep(ctx, wait) {
+					return
+				}
+			}
+			waits.Reset()
 			for {
 				started := time.Now()
 				err := r.relay(ctx, topic)
@@ -199,19 +203,21 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
-// checkTopics fails when one of the topics has no outbox table. A database
-// that does not answer is no reason to stop: the terms retry it.
-func (r *Relay) checkTopics(ctx context.Context) error {
+// hasTable reports whether topic has its outbox table, logging at ERROR
+// when it has none. A database that does not answer is no reason to wait:
+// the term retries it.
+func (r *Relay) hasTable(ctx context.Context, topic string) bool {
 	check, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
-	err := store.CheckTopics(check, r.db, r.cfg.Topics)
+	err := store.CheckTopics(check, r.db, []string{topic})
 	if errors.Is(err, store.ErrNoTopicTable) {
-		return fmt.Errorf("outbox relay: %w", err)
+		r.logger.ErrorContext(ctx, "outbox relay: a topic has no outbox table; it waits, the other topics are relayed", "topic", topic, "err", err)
+		return false
 	}
-	if err != nil {
-		r.logger.WarnContext(ctx, "outbox relay: could not check the topics' tables", "err", err)
+	if err != nil && ctx.Err() == nil {
+		r.logger.WarnContext(ctx, "outbox relay: could not check the topic's table", "topic", topic, "err", err)
 	}
-	return nil
+	return true
 }
 
 // relay is one term of this instance for topic: it waits until it holds the

@@ -3,7 +3,6 @@ package adapters
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -24,8 +23,8 @@ import (
 // is written to both in its own transaction (docs/contracts/purchase-changed.md,
 // "A breaking change: version 2").
 type Publication struct {
-	// Topic is the Kafka topic; the module's migrations create its outbox
-	// table.
+	// Topic is the Kafka topic; the module declares it to the host
+	// (OutboxTopics), and `pin migrate up` makes its outbox table.
 	Topic string
 	// Message builds the topic's message for p's current state. The
 	// messages of one transition share messageID, so a consumer that
@@ -145,36 +144,9 @@ func (ps Publications) write(ctx context.Context, tx postgres.Tx, out *outbox.Pu
 // writeWith runs query, one of the module's literal statements, which
 // writes rows of the purchases keys names and calls
 // outbox.publish(@events, <the ids it wrote>), with args and events (on
-// every publication's topic) as @events, inside tx: the change and its
-// events are one statement, and an event is stored only with its row. It
+// every publication's topic) through outbox.Publisher.WriteWith. It
 // returns the ids query returns, those of the rows it wrote.
 func (ps Publications) writeWith(ctx context.Context, tx postgres.Tx, out *outbox.Publisher, query string, args pgx.NamedArgs,
 	keys []string, events ...[]*message.Message) ([]string, error) {
-	prepared, err := out.Prepare(ctx, ps.outboxEvents(events...), keys)
-	if err != nil {
-		return nil, err
-	}
-	args["events"] = prepared.Events()
-	ids, err := queryIDs(ctx, tx, query, args)
-	prepared.End(err)
-	return ids, err
-}
-
-// queryIDs runs a statement that returns ids, as text. A refusal may
-// surface only once a row is read, so the rows' error is the statement's.
-func queryIDs(ctx context.Context, tx postgres.Tx, query string, args pgx.NamedArgs) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, query, args)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rows.Close() }()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, errors.Join(rows.Err(), rows.Close())
+	return out.WriteWith(ctx, tx, query, args, keys, ps.outboxEvents(events...))
 }

@@ -1,4 +1,4 @@
-// Package schemacompattest compares a released JSON Schema of an event contract
+// Package schemacompat compares a released JSON Schema of an event contract
 // with the current one by the contracts' compatibility rule: within a
 // contract version only a new optional property and a new value of an open
 // enum are allowed; every other difference a consumer could observe is
@@ -6,7 +6,7 @@
 // (local $ref, properties, required, open enums written as anyOf [closed,
 // open], the usual constraints) and treats any other keyword that differs as
 // breaking rather than guessing.
-package schemacompattest
+package schemacompat
 
 import (
 	"bytes"
@@ -74,11 +74,11 @@ func (v Violation) String() string {
 func Check(released, current []byte) ([]Violation, error) {
 	oldDoc, err := parse(released)
 	if err != nil {
-		return nil, fmt.Errorf("schemacompattest: released schema: %w", err)
+		return nil, fmt.Errorf("schemacompat: released schema: %w", err)
 	}
 	newDoc, err := parse(current)
 	if err != nil {
-		return nil, fmt.Errorf("schemacompattest: current schema: %w", err)
+		return nil, fmt.Errorf("schemacompat: current schema: %w", err)
 	}
 	w := &walker{old: oldDoc, cur: newDoc, seen: map[[2]string]bool{}}
 	w.compare("$", oldDoc, newDoc, false)
@@ -150,12 +150,12 @@ func (w *walker) compare(path string, o, c map[string]any, openEnum bool) {
 	}
 	o, oref, err := resolve(w.old, o)
 	if err != nil {
-		w.err = fmt.Errorf("schemacompattest: released schema at %s: %w", path, err)
+		w.err = fmt.Errorf("schemacompat: released schema at %s: %w", path, err)
 		return
 	}
 	c, cref, err := resolve(w.cur, c)
 	if err != nil {
-		w.err = fmt.Errorf("schemacompattest: current schema at %s: %w", path, err)
+		w.err = fmt.Errorf("schemacompat: current schema at %s: %w", path, err)
 		return
 	}
 	if oref != "" || cref != "" {

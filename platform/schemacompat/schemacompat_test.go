@@ -1,4 +1,4 @@
-package schemacompattest_test
+package schemacompat_test
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/contract/internal/schemacompattest"
+	"github.com/pinmarket/pin/platform/schemacompat"
 )
 
 // base has what the contract schemas do not: an optional property, a
@@ -29,7 +29,7 @@ const base = `{
 
 func violations(t *testing.T, released, current string) []string {
 	t.Helper()
-	vs, err := schemacompattest.Check([]byte(released), []byte(current))
+	vs, err := schemacompat.Check([]byte(released), []byte(current))
 	require.NoError(t, err)
 	var got []string
 	for _, v := range vs {
@@ -88,7 +88,7 @@ func TestCheckRefusesWhatItCannotRead(t *testing.T) {
 		"dangling":         `{"properties": {"id": {"$ref": "#/$defs/Missing"}}}`,
 		"self reference":   `{"properties": {"id": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"$ref": "#/$defs/A"}}}`,
 	} {
-		_, err := schemacompattest.Check([]byte(`{"properties": {"id": {}}}`), []byte(current))
+		_, err := schemacompat.Check([]byte(`{"properties": {"id": {}}}`), []byte(current))
 		require.Error(t, err, name)
 	}
 }

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"go/parser"
+	gotoken "go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinmarket/pin/platform/testbed"
+)
+
+// Every test database of this package (the black-box tests' too: one test
+// binary) has the outbox tables `pin migrate up` makes for the list.
+func init() { testbed.DeclareTopics(declaredTopics()...) }
+
+// theList are the files that name modules: the list, and its test-only
+// addition.
+var theList = []string{"modules.go", "modules_testonly.go"}
+
+// notYetMoved import a module outside the list, each until the change
+// named: an entry that no longer imports one fails the test, so the list
+// only shrinks.
+var notYetMoved = []string{
+	// The promotion module's operator commands (poison, snapshot) use the
+	// command-line helpers of package main; they move into the module when
+	// those helpers leave it.
+	"promotion_cmd.go",
+	"snapshot_cmd.go",
+	// `pin contract verify`'s flags: the runner itself lives beside the
+	// contract it judges (modules/promotion/conformance); the flags move with
+	// the other operator commands when the command-line helpers leave
+	// package main.
+	"contract_cmd.go",
+}
+
+// moduleImports returns, for each non-test Go file of dir but those of
+// theList, the packages under modules/ it imports.
+func moduleImports(t *testing.T, dir string) map[string][]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	found := map[string][]string{}
+	for _, f := range files {
+		name := filepath.Base(f)
+		if strings.HasSuffix(name, "_test.go") || slices.Contains(theList, name) {
+			continue
+		}
+		file, err := parser.ParseFile(gotoken.NewFileSet(), f, nil, parser.ImportsOnly)
+		require.NoError(t, err)
+		for _, imp := range file.Imports {
+			path, err := strconv.Unquote(imp.Path.Value)
+			require.NoError(t, err)
+			if strings.HasPrefix(path, "github.com/pinmarket/pin/modules/") || strings.Contains(path, "/testdata/modules/") {
+				found[name] = append(found[name], path)
+			}
+		}
+	}
+	return found
+}
+
+// TestOnlyTheListNamesModules: no file of cmd/pin but the list (and the
+// files not yet moved) imports a module, so a module is added in one place.
+func TestOnlyTheListNamesModules(t *testing.T) {
+	t.Parallel()
+	found := moduleImports(t, ".")
+	for file, imports := range found {
+		require.Contains(t, notYetMoved, file, "%s imports %v: reach the module through modules.go's list", file, imports)
+	}
+	for _, file := range notYetMoved {
+		require.Contains(t, found, file, "%s imports no module any more: take it off notYetMoved", file)
+	}
+}
+
+// The rule sees a file that imports a module.
+func TestOnlyTheListNamesModulesFailsOnAPlantedImport(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	planted := "package main\n\nimport _ \"github.com/pinmarket/pin/modules/boost\"\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "serve.go"), []byte(planted), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "modules.go"), []byte(planted), 0o600))
+	require.Equal(t, map[string][]string{"serve.go": {"github.com/pinmarket/pin/modules/boost"}}, moduleImports(t, dir))
+}
