@@ -37,7 +37,7 @@ sampler=$!
 
 # name package benchmark benchtime
 all_benches=(
-  "expire-batch ./modules/promotion/internal/expirebench BenchmarkExpireBatch\$ ${PIN_BENCH_BATCH_ITERATIONS:-30}x"
+  "expire-batch ./modules/promotion/internal/expiry/expirebench BenchmarkExpireBatch\$ ${PIN_BENCH_BATCH_ITERATIONS:-30}x"
   "relay ./platform/outbox BenchmarkCommitToKafka\$ 1x"
   "api ./cmd/pinload BenchmarkAPI\$ 1x"
 )

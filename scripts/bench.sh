@@ -120,18 +120,18 @@ trap 'kill $sampler 2>/dev/null || true; git worktree remove --force "$root/$out
 
 # shellcheck disable=SC2046 # profile's flags are meant to split
 PIN_BENCH_EXPLAIN_DIR=$root/$out step expire-batch -bench 'BenchmarkExpireBatch$' \
-  -benchtime "${PIN_BENCH_BATCH_ITERATIONS:-30}x" -v $(profile expire-batch) ./modules/promotion/internal/expirebench/
+  -benchtime "${PIN_BENCH_BATCH_ITERATIONS:-30}x" -v $(profile expire-batch) ./modules/promotion/internal/expiry/expirebench/
 step expire-reference -bench 'BenchmarkExpireReference$' \
-  -benchtime "${PIN_BENCH_REFERENCE_ITERATIONS:-5}x" -v ./modules/promotion/internal/expirebench/
+  -benchtime "${PIN_BENCH_REFERENCE_ITERATIONS:-5}x" -v ./modules/promotion/internal/expiry/expirebench/
 PIN_BENCH_PIN_BINARY=$root/$out/bin/pin step expire-reference-once -bench 'BenchmarkExpireReferenceOnce$' \
-  -benchtime "${PIN_BENCH_REFERENCE_ITERATIONS:-5}x" ./modules/promotion/internal/expirebench/
+  -benchtime "${PIN_BENCH_REFERENCE_ITERATIONS:-5}x" ./modules/promotion/internal/expiry/expirebench/
 PIN_BENCH_PIN_BINARY=$root/$out/bin/pin PIN_BENCH_OLD_PIN_BINARY=$root/$out/bin/pin-old \
   step expire-service -bench 'BenchmarkExpireService$' -benchtime "${PIN_BENCH_SERVICE_ITERATIONS:-3}x" \
-  ./modules/promotion/internal/expirebench/
+  ./modules/promotion/internal/expiry/expirebench/
 # shellcheck disable=SC2046
 step expire-drain -bench 'BenchmarkExpireDrain$' -benchtime "${PIN_BENCH_DRAIN_ITERATIONS:-5}x" \
-  $(profile expire-drain) ./modules/promotion/internal/expirebench/
-step expire-batch-bound -bench 'BenchmarkExpireBatchBound$' -benchtime 10x -v ./modules/promotion/internal/expirebench/
+  $(profile expire-drain) ./modules/promotion/internal/expiry/expirebench/
+step expire-batch-bound -bench 'BenchmarkExpireBatchBound$' -benchtime 10x -v ./modules/promotion/internal/expiry/expirebench/
 # shellcheck disable=SC2046
 step relay -bench 'BenchmarkCommitToKafka$' -benchtime 1x -v \
   $(profile relay) ./platform/outbox/

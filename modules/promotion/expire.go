@@ -6,54 +6,55 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/platform/config"
 )
 
 // ExpireCycleResult is what one expiry cycle did; it marshals to the JSON
 // line `pin expire-promotions --once` prints.
-type ExpireCycleResult = app.ExpireCycleResult
+type ExpireCycleResult = expiry.ExpireCycleResult
 
-// expiry is the module's expiry cycle, shared by its runner and
+// expiryJob is the module's expiry cycle, shared by its runner and
 // ExpireOnce, with the runner and the settings they run it with.
-type expiry struct {
-	cycle    *app.ExpireCycle
-	runner   *ports.ExpireRunner
-	settings app.ExpireSettings
+type expiryJob struct {
+	cycle    *expiry.ExpireCycle
+	runner   *expiry.ExpireRunner
+	settings expiry.ExpireSettings
 }
 
 // newExpiry builds the cycle and its runner from d, publishing to events.
 // It registers the cycle's metrics on d.Registerer, so they are exported
 // from the start.
 // This is where the settings' zero fields take the config's defaults.
-func newExpiry(d Deps, events adapters.Publications) (*expiry, error) {
+func newExpiry(d Deps, events adapters.Publications) (*expiryJob, error) {
 	storage, err := adapters.NewExpireRepository(d.DB, d.Outbox, events...)
 	if err != nil {
 		return nil, err
 	}
-	store, err := app.NewExpireBatches(storage)
+	store, err := expiry.NewExpireBatches(storage)
 	if err != nil {
 		return nil, err
 	}
-	telemetry, err := ports.NewExpireTelemetry(ports.ExpireTelemetryDeps{
+	telemetry, err := telemetry.NewExpireTelemetry(telemetry.ExpireTelemetryDeps{
 		Logger: d.Logger, Registerer: d.Registerer, TracerProvider: d.TracerProvider,
 	})
 	if err != nil {
 		return nil, err
 	}
-	cycle, err := app.NewExpireCycle(store, telemetry, d.Now)
+	cycle, err := expiry.NewExpireCycle(store, telemetry, d.Now)
 	if err != nil {
 		return nil, err
 	}
 	settings := withConfigDefaults(d.Expire)
-	runner, err := ports.NewExpireRunner(cycle, settings, d.Logger)
+	runner, err := expiry.NewExpireRunner(cycle, settings, d.Logger)
 	if err != nil {
 		return nil, err
 	}
 	telemetry.RunnerStarted(runner.Interval(), time.Now())
-	return &expiry{cycle: cycle, runner: runner, settings: settings}, nil
+	return &expiryJob{cycle: cycle, runner: runner, settings: settings}, nil
 }
 
 // ExpireSettingsOf maps the configuration's PIN_EXPIRE_* variables to the

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion"
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/config"
 )
@@ -21,5 +21,5 @@ func TestExpireSettingsTakeTheConfigDefaults(t *testing.T) {
 	got := promotion.ExpireSettingsOf(cfg)
 	require.Equal(t, promotion.ExpireSettings{Interval: 60 * time.Second, BatchSize: 200, MaxBatchesPerCycle: 1,
 		CycleBudget: 30 * time.Second, StopTimeout: 15 * time.Second}, got, "the design document's defaults, half of the 30s shutdown for a stop")
-	require.Equal(t, got, promotiontest.ExpireSettings(app.ExpireSettings{MaxBatchesPerCycle: cfg.ExpireMaxBatchesPerCycle}))
+	require.Equal(t, got, promotiontest.ExpireSettings(expiry.ExpireSettings{MaxBatchesPerCycle: cfg.ExpireMaxBatchesPerCycle}))
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/ports"
 	"github.com/pinmarket/pin/platform/host"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -62,7 +63,7 @@ type Deps struct {
 // ExpireSettings are the expiry cycle's settings (PIN_EXPIRE_* variables,
 // ExpireSettingsOf); zero Interval, BatchSize, CycleBudget and StopTimeout
 // take platform/config's defaults.
-type ExpireSettings = app.ExpireSettings
+type ExpireSettings = expiry.ExpireSettings
 
 // ExpireIdleInTransaction is the expiry batch's idle bound. The host sets it
 // on the runners' pool as well (cmd/pin's module list): a batch aborted by an error loses
@@ -80,7 +81,7 @@ type Module struct {
 	app     app.Application
 	http    *ports.HTTPServer
 	runners []host.Runner
-	expire  *expiry // the expiry cycle and its runner (expire.go)
+	expire  *expiryJob // the expiry cycle and its runner (expire.go)
 }
 
 var (

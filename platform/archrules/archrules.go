@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -147,6 +148,22 @@ var forbiddenInApp = []string{
 // Prometheus or OpenTelemetry, directly or through another package.
 func AppReportsThroughPorts(module string) Rule {
 	return layerAvoids(module, "app", "app imports no Prometheus or OpenTelemetry", forbiddenInApp)
+}
+
+// ExpiryReportsThroughItsObserver forbids modules/*/internal/expiry, the
+// expiry cycle, from depending on Prometheus or OpenTelemetry: it reports
+// through ExpireObserver, which its telemetry subpackage implements.
+func ExpiryReportsThroughItsObserver(module string) Rule {
+	return Rule{
+		Name: "the expiry cycle imports no Prometheus or OpenTelemetry",
+		Check: func(pkg, dep string) bool {
+			rest, ok := strings.CutPrefix(pkg, module+"/modules/")
+			if !ok || !strings.HasSuffix(rest, "/internal/expiry") || strings.Count(rest, "/") != 2 {
+				return false
+			}
+			return slices.ContainsFunc(forbiddenInApp, func(l string) bool { return under(dep, l) })
+		},
+	}
 }
 
 // ModulesMeetOnlyThroughContracts forbids a package of one module from
@@ -353,6 +370,7 @@ func Rules(module string) []Rule {
 		PlatformImportsNoModule(module),
 		DomainIsPure(module),
 		AppReportsThroughPorts(module),
+		ExpiryReportsThroughItsObserver(module),
 		ModulesMeetOnlyThroughContracts(module),
 		ContractIsSelfContained(module, ContractLibraries...),
 		TestSupportStaysInTests(module),

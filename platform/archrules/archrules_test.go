@@ -99,6 +99,8 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 		"modules/promotion/contract/v2/v2.go":                       "package v2\n",
 		"modules/promotion/internal/app/app.go":                     "package app\n",
 		"modules/promotion/internal/app/report/report.go":           "package report\n\nimport _ \"go.opentelemetry.io/otel/trace\"\n",
+		"modules/promotion/internal/expiry/cycle.go":                "package expiry\n\nimport _ \"go.opentelemetry.io/otel/trace\"\n",
+		"modules/promotion/internal/expiry/telemetry/telemetry.go":  "package telemetry\n\nimport _ \"github.com/prometheus/client_golang/prometheus\"\n",
 		"modules/billing/internal/app/app.go":                       "package app\n\nimport _ \"" + fake + "/modules/billing/internal/metrics\"\n",
 		"modules/billing/internal/metrics/metrics.go":               "package metrics\n\nimport _ \"github.com/prometheus/client_golang/prometheus\"\n",
 		"modules/promotion/internal/ports/trace.go":                 "package ports\n\nimport _ \"go.opentelemetry.io/otel/trace\"\n",
@@ -142,6 +144,7 @@ func TestEachRuleCatchesAPlantedViolation(t *testing.T) {
 			fake + "/modules/billing/internal/app -> github.com/prometheus/client_golang/prometheus",
 			fake + "/modules/promotion/internal/app/report -> go.opentelemetry.io/otel/trace",
 		}},
+		{archrules.ExpiryReportsThroughItsObserver(fake), []string{fake + "/modules/promotion/internal/expiry -> go.opentelemetry.io/otel/trace"}},
 		{archrules.ModulesMeetOnlyThroughContracts(fake), []string{fake + "/modules/promotion/internal/ports -> " + fake + "/modules/billing/ledger"}},
 		{archrules.ContractIsSelfContained(fake, "example.com/money"), []string{
 			fake + "/modules/promotion/contract -> " + fake + "/modules/promotion/internal/app",

@@ -130,7 +130,7 @@ func TestCitedGoNamesExist(t *testing.T) {
 		return err
 	}))
 	require.Empty(t, found, "documents cite Go names that do not exist")
-	require.Equal(t, []string{"app.ExpireDeps"},
-		unknownGoRefs("built from `app.ExpireDeps`; `app.ExpireSettings` and the table `outbox.dead_letters`", packages),
+	require.Equal(t, []string{"expiry.ExpireDeps"},
+		unknownGoRefs("built from `expiry.ExpireDeps`; `expiry.ExpireSettings` and the table `outbox.dead_letters`", packages),
 		"the check finds a planted citation of a name that does not exist")
 }

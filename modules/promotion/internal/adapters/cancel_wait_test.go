@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/platform/httpserver"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -38,7 +38,7 @@ func cancelDuringBatch(t *testing.T, b *expireBundle, id uuid.UUID, stuck func(c
 	returned := make(chan struct{})
 	var once sync.Once
 	asOf := time.Now().UTC().Truncate(time.Microsecond)
-	_, batchErr = b.batches.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error {
+	_, batchErr = b.batches.ExpireBatch(b.ctx, expiry.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error {
 		once.Do(func() {
 			require.Equal(t, 1, b.locked(t, []uuid.UUID{id}), "the batch holds the row")
 			go func() {

@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/testbed"
@@ -69,7 +69,7 @@ func TestExpireBatchLockTimeoutIsAFault(t *testing.T) {
 	ids := b.insertDue(t, 5)
 	release := b.holdOutboxLock(t)
 
-	_, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 200}))
+	_, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 200}))
 
 	require.ErrorContains(t, err, "SQLSTATE 55P03")
 	b.requireBatchFault(t, ids)
@@ -91,7 +91,7 @@ BEGIN
 END $$`, `CREATE TRIGGER expire_test_slow BEFORE UPDATE ON promotion.promotion_purchases
 	FOR EACH STATEMENT EXECUTE FUNCTION promotion.expire_test_slow()`)
 
-	_, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 200}))
+	_, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 200}))
 
 	require.ErrorContains(t, err, "SQLSTATE 57014")
 	b.requireBatchFault(t, ids)
@@ -111,7 +111,7 @@ func TestExpireFrozenBatchLetsGoAfterIdleTimeout(t *testing.T) {
 	ids := b.insertDue(t, 5)
 	asOf := time.Now().UTC().Truncate(time.Microsecond)
 	var once sync.Once
-	_, err := b.batches.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error {
+	_, err := b.batches.ExpireBatch(b.ctx, expiry.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error {
 		once.Do(func() {
 			require.Equal(t, 5, b.locked(t, ids), "frozen with its rows locked")
 			b.awaitUnlocked(t, ids) // the server ended the idle session
@@ -138,7 +138,7 @@ func TestExpireStopCancelsBlockedBatchOnTheServer(t *testing.T) {
 	ctx, stop := context.WithCancel(b.ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := b.cycle.Run(ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 200, StopTimeout: 100 * time.Millisecond}))
+		_, err := b.cycle.Run(ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 200, StopTimeout: 100 * time.Millisecond}))
 		done <- err
 	}()
 	b.db.WaitForLockWaiters(t, 1)
@@ -176,7 +176,7 @@ func TestExpireOutboxRefusingEveryEventIsAFault(t *testing.T) {
 	ids := b.insertDue(t, 12)
 	b.exec(t, `ALTER TABLE `+outboxTable+` ADD CONSTRAINT expire_test_refuse_all CHECK (false) NOT VALID`)
 
-	_, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 50}))
+	_, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 50}))
 
 	require.ErrorContains(t, err, "SQLSTATE 23514")
 	require.ErrorContains(t, err, "expire_test_refuse_all")
@@ -186,7 +186,7 @@ func TestExpireOutboxRefusingEveryEventIsAFault(t *testing.T) {
 }
 
 // A bad constraint on the purchases table that refuses every expiry is
-// refused alike by every row (app.RefusedAlike): a fault of the batch, not
+// refused alike by every row (expiry.RefusedAlike): a fault of the batch, not
 // twelve poison purchases.
 func TestExpirePurchasesConstraintRefusingEveryRowIsAFault(t *testing.T) {
 	t.Parallel()
@@ -194,9 +194,9 @@ func TestExpirePurchasesConstraintRefusingEveryRowIsAFault(t *testing.T) {
 	ids := b.insertDue(t, 12)
 	b.exec(t, `ALTER TABLE promotion.promotion_purchases ADD CONSTRAINT expire_test_refuse_all CHECK (status <> 'Expired') NOT VALID`)
 
-	_, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 50}))
+	_, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 50}))
 
-	var alike *app.RefusedAlikeError
+	var alike *expiry.RefusedAlikeError
 	require.ErrorAs(t, err, &alike)
 	require.Equal(t, 12, alike.Rows)
 	require.Equal(t, "SQLSTATE 23514 on promotion.promotion_purchases, constraint expire_test_refuse_all", alike.Refusal)
@@ -248,7 +248,7 @@ func TestExpireDataErrorOfAnotherTableIsAFault(t *testing.T) {
 				}
 				asOf := time.Now().UTC().Truncate(time.Microsecond)
 
-				_, err := batch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
+				_, err := batch(b.ctx, expiry.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
 
 				require.ErrorContains(t, err, "SQLSTATE 23514")
 				require.ErrorContains(t, err, tc.constraint)
@@ -291,7 +291,7 @@ func TestExpirePoisonRetriedWhileBatchesAreFull(t *testing.T) {
 // Known poison retried alone is not taken for a schema's fault: two
 // purchases a trigger refuses with the same SQLSTATE become poison beside
 // healthy ones, and a later batch that retries only them keeps them as
-// poison and completes (app.RefusedAlike counts the due rows only).
+// poison and completes (expiry.RefusedAlike counts the due rows only).
 func TestExpireKnownPoisonRefusedAlikeStaysPoison(t *testing.T) {
 	t.Parallel()
 	b := newExpireBundle(t)

@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -44,7 +44,7 @@ func TestExpireFaultClassByRealStatement(t *testing.T) {
 			ids := b.insertDue(t, 5)
 			b.failUpdatesOf(t, ids[2], tc.sqlstate)
 
-			res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}))
+			res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}))
 
 			poison := promotiontest.Count(t, b.db, `SELECT count(*) FROM promotion.expire_poison`)
 			if tc.rowFault {
@@ -179,7 +179,7 @@ func TestExpirePoisonWithUnstorableErrorTextIsRemembered(t *testing.T) {
 	ids := b.insertDue(t, 2)
 	asOf := time.Now().UTC().Truncate(time.Microsecond)
 
-	res, err := b.batches.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error {
+	res, err := b.batches.ExpireBatch(b.ctx, expiry.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error {
 		if p.ID() == ids[0] {
 			return errors.New("refused: \x00 and \xff")
 		}
@@ -206,7 +206,7 @@ func TestExpireRefusesAnEventNotKeyedByItsPurchase(t *testing.T) {
 	})
 	asOf := time.Now().UTC()
 
-	res, err := promotiontest.ExpireBatches(t, store).ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
+	res, err := promotiontest.ExpireBatches(t, store).ExpireBatch(b.ctx, expiry.ExpireBatch{AsOf: asOf, Limit: 10, Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
 
 	require.NoError(t, err)
 	require.Empty(t, res.Expired)
@@ -232,7 +232,7 @@ func TestExpireKeepsAnEventTooLargeAsPoison(t *testing.T) {
 	asOf := time.Now().UTC()
 
 	for i := range 2 {
-		res, err := batches.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10, RetryPoison: 1,
+		res, err := batches.ExpireBatch(b.ctx, expiry.ExpireBatch{AsOf: asOf, Limit: 10, RetryPoison: 1,
 			Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
 		require.NoError(t, err)
 		require.Len(t, res.Failed, 1, "batch %d: %+v", i, res)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
@@ -16,9 +18,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -32,8 +33,8 @@ type expireBundle struct {
 	db        *testbed.Database
 	publisher *outbox.Publisher
 	store     *ExpireRepository
-	batches   *app.ExpireBatches
-	cycle     *app.ExpireCycle
+	batches   *expiry.ExpireBatches
+	cycle     *expiry.ExpireCycle
 	logs      *promotiontest.LogBuffer
 	reg       *prometheus.Registry
 	spans     *tracetest.SpanRecorder
@@ -51,7 +52,7 @@ func newExpireBundle(tb testing.TB) *expireBundle {
 	store, err := NewExpireRepository(db.Gorm, publisher)
 	require.NoError(tb, err)
 	reg := prometheus.NewRegistry()
-	cycle := promotiontest.ExpireCycle(tb, promotiontest.ExpireBatches(tb, store), ports.ExpireTelemetryDeps{Logger: logger, Registerer: reg, TracerProvider: tp})
+	cycle := promotiontest.ExpireCycle(tb, promotiontest.ExpireBatches(tb, store), telemetry.ExpireTelemetryDeps{Logger: logger, Registerer: reg, TracerProvider: tp})
 	pkg := promotiontest.InsertPackage(tb, db, promotiontest.Package{
 		Code: "expire-test-" + strings.ToLower(uuid.NewString()[:8]), Name: "Expire test week",
 		Kind: domain.PackageKindProjectBoost, DurationDays: 7, BoostWeight: 10,
@@ -64,9 +65,9 @@ func newExpireBundle(tb testing.TB) *expireBundle {
 }
 
 // run runs one cycle with the given batch size and batch limit.
-func (b *expireBundle) run(tb testing.TB, batchSize, maxBatches int) app.ExpireCycleResult {
+func (b *expireBundle) run(tb testing.TB, batchSize, maxBatches int) expiry.ExpireCycleResult {
 	tb.Helper()
-	res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: maxBatches}))
+	res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: maxBatches}))
 	require.NoError(tb, err)
 	return res
 }

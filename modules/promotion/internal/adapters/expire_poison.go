@@ -9,12 +9,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 )
 
-// RememberPoison implements app.ExpireTx in promotion.expire_poison: one
+// RememberPoison implements expiry.ExpireTx in promotion.expire_poison: one
 // more failure, the last error and attempt.
-func (t *expireTx) RememberPoison(ctx context.Context, asOf time.Time, failed []app.FailedExpiry) error {
+func (t *expireTx) RememberPoison(ctx context.Context, asOf time.Time, failed []expiry.FailedExpiry) error {
 	if len(failed) == 0 {
 		return nil
 	}

@@ -14,17 +14,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
-// ExpireRepository is the expiry job's storage (app.ExpireBatchStorage):
+// ExpireRepository is the expiry job's storage (expiry.ExpireBatchStorage):
 // in one transaction bounded in time, it selects due purchases with their
 // rows locked, builds their events, and writes a batch of transitions and
 // their events as one statement, or row by row. What a batch does with
-// each row is app.ExpireBatches' policy.
+// each row is expiry.ExpireBatches' policy.
 type ExpireRepository struct {
 	db     *gorm.DB
 	outbox *outbox.Publisher
@@ -93,7 +93,7 @@ func (t ExpireTimeouts) frozenClientArgs() pgx.NamedArgs {
 		"tcp_user_timeout": all["tcp_user_timeout"]}
 }
 
-var _ app.ExpireBatchStorage = (*ExpireRepository)(nil)
+var _ expiry.ExpireBatchStorage = (*ExpireRepository)(nil)
 
 // NewExpireRepository returns the repository. It publishes each event to
 // publications, PurchaseChangedV1 alone when none is given.
@@ -108,11 +108,11 @@ func NewExpireRepository(db *gorm.DB, publisher *outbox.Publisher, publications 
 	return &ExpireRepository{db: db, outbox: publisher, events: events, timeouts: DefaultExpireTimeouts.args()}, nil
 }
 
-// InBatch implements app.ExpireBatchStorage. A batch of up to ExpireWriteChunk
+// InBatch implements expiry.ExpireBatchStorage. A batch of up to ExpireWriteChunk
 // purchases is five round trips: BEGIN, the batch's settings
 // (batchSession), one selection, one write (transitions, events, poison
 // forgotten), COMMIT; a larger one has a write per ExpireWriteChunk.
-func (r *ExpireRepository) InBatch(ctx context.Context, fn func(app.ExpireTx) error) error {
+func (r *ExpireRepository) InBatch(ctx context.Context, fn func(expiry.ExpireTx) error) error {
 	return postgres.InTx(ctx, r.db, func(tx postgres.Tx) error {
 		if _, err := tx.ExecContext(ctx, batchSession, r.timeouts); err != nil {
 			return fmt.Errorf("set the batch's timeouts: %w", err)
@@ -137,23 +137,23 @@ type prepared struct {
 	last lastEvent
 }
 
-// Select implements app.ExpireTx.
-func (t *expireTx) Select(ctx context.Context, b app.ExpireBatch) (app.ExpireSelection, error) {
+// Select implements expiry.ExpireTx.
+func (t *expireTx) Select(ctx context.Context, b expiry.ExpireBatch) (expiry.ExpireSelection, error) {
 	sel, err := selectBatch(ctx, t.tx, b)
 	if err != nil {
-		return app.ExpireSelection{}, err
+		return expiry.ExpireSelection{}, err
 	}
-	out := app.ExpireSelection{Retried: len(sel.retries), SkippedLocked: sel.skipped, KeptForPoison: sel.kept,
-		Locked: make([]app.LockedPurchase, 0, len(sel.rows))}
+	out := expiry.ExpireSelection{Retried: len(sel.retries), SkippedLocked: sel.skipped, KeptForPoison: sel.kept,
+		Locked: make([]expiry.LockedPurchase, 0, len(sel.rows))}
 	t.loaded = make(map[uuid.UUID]*purchaseModel, len(sel.rows))
 	for i, m := range sel.rows {
 		p, err := toDomainPurchase(m, sel.targets[m.ID])
 		if err != nil {
-			out.Failed = append(out.Failed, app.FailedExpiry{PurchaseID: m.ID, Err: err})
+			out.Failed = append(out.Failed, expiry.FailedExpiry{PurchaseID: m.ID, Err: err})
 			continue
 		}
 		t.loaded[m.ID] = &sel.rows[i]
-		out.Locked = append(out.Locked, app.LockedPurchase{Purchase: p, Retry: sel.retries[m.ID]})
+		out.Locked = append(out.Locked, expiry.LockedPurchase{Purchase: p, Retry: sel.retries[m.ID]})
 	}
 	return out, nil
 }
@@ -162,9 +162,9 @@ func (t *expireTx) Select(ctx context.Context, b app.ExpireBatch) (app.ExpireSel
 // several goroutines.
 const parallelPrepareMin = 32
 
-// Prepare implements app.ExpireTx: on GOMAXPROCS goroutines for a large
+// Prepare implements expiry.ExpireTx: on GOMAXPROCS goroutines for a large
 // batch, building the events is most of a batch's CPU time.
-func (t *expireTx) Prepare(ctx context.Context, es []app.Expiry) ([]app.Expiry, []app.FailedExpiry) {
+func (t *expireTx) Prepare(ctx context.Context, es []expiry.Expiry) ([]expiry.Expiry, []expiry.FailedExpiry) {
 	built := make([]prepared, len(es))
 	errs := make([]error, len(es))
 	workers := min(runtime.GOMAXPROCS(0), len(es)/(parallelPrepareMin/2))
@@ -181,11 +181,11 @@ func (t *expireTx) Prepare(ctx context.Context, es []app.Expiry) ([]app.Expiry, 
 	}
 	wg.Wait()
 	t.events = make(map[uuid.UUID]prepared, len(es))
-	ready := make([]app.Expiry, 0, len(es))
-	var failed []app.FailedExpiry
+	ready := make([]expiry.Expiry, 0, len(es))
+	var failed []expiry.FailedExpiry
 	for i, ex := range es {
 		if errs[i] != nil {
-			failed = append(failed, app.FailedExpiry{PurchaseID: ex.Purchase.ID(), Err: errs[i]})
+			failed = append(failed, expiry.FailedExpiry{PurchaseID: ex.Purchase.ID(), Err: errs[i]})
 			continue
 		}
 		t.events[ex.Purchase.ID()] = built[i]
@@ -209,17 +209,17 @@ func (r *ExpireRepository) prepare(ctx context.Context, p *domain.Purchase) (out
 }
 
 // transition is ex as the transition statement writes it.
-func (t *expireTx) transition(ex app.Expiry) transition {
+func (t *expireTx) transition(ex expiry.Expiry) transition {
 	return transition{purchase: ex.Purchase, previousVersion: ex.PreviousVersion, loaded: t.loaded[ex.Purchase.ID()],
 		event: t.events[ex.Purchase.ID()].last}
 }
 
-// CountBacklog implements app.ExpireBatchStorage by backlogQuery, after
+// CountBacklog implements expiry.ExpireBatchStorage by backlogQuery, after
 // each cycle (not at every scrape).
-func (r *ExpireRepository) CountBacklog(ctx context.Context, asOf time.Time) (app.ExpireBacklog, error) {
+func (r *ExpireRepository) CountBacklog(ctx context.Context, asOf time.Time) (expiry.ExpireBacklog, error) {
 	b, err := readBacklog(ctx, r.db.WithContext(ctx).ConnPool, &asOf)
 	if err != nil {
-		return app.ExpireBacklog{}, err
+		return expiry.ExpireBacklog{}, err
 	}
-	return app.ExpireBacklog{Due: b.due - b.poison, Poison: b.poison}, nil
+	return expiry.ExpireBacklog{Due: b.due - b.poison, Poison: b.poison}, nil
 }

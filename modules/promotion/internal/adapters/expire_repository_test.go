@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
@@ -22,7 +24,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/postgres"
@@ -336,7 +338,7 @@ func TestExpireInfrastructureErrorRollsBackBatch(t *testing.T) {
 	// row's fault.
 	b.failUpdatesOf(t, ids[3], "40001")
 
-	res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}))
+	res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}))
 
 	require.Error(t, err)
 	require.Zero(t, res.Expired)
@@ -393,7 +395,7 @@ func TestExpireParallelInstances(t *testing.T) {
 	ids := b.insertDue(t, 1000)
 
 	instance := func() (int, int, error) {
-		res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 50, MaxBatchesPerCycle: 1}))
+		res, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 50, MaxBatchesPerCycle: 1}))
 		return res.Expired, res.SkippedLocked, err
 	}
 	total, skipped := promotiontest.DrainConcurrently(t, instance, instance, instance)
@@ -555,7 +557,7 @@ func TestExpireRacesWithCancel(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 1})); err != nil {
+				if _, err := b.cycle.Run(b.ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 1})); err != nil {
 					errs <- err
 					return
 				}
@@ -608,7 +610,7 @@ func TestExpireSelectionUsesPartialIndex(t *testing.T) {
 		var lines []string
 		require.NoError(t, postgres.InTx(b.ctx, b.db.Gorm, func(tx postgres.Tx) error {
 			rows, err := tx.QueryContext(b.ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+selectBatchQuery,
-				pgx.NamedArgs{"as_of": asOf, "exclude": []string{}, "batch_limit": 200, "poison_retries": app.PoisonRetries(200, 1)})
+				pgx.NamedArgs{"as_of": asOf, "exclude": []string{}, "batch_limit": 200, "poison_retries": expiry.PoisonRetries(200, 1)})
 			if err != nil {
 				return err
 			}
@@ -666,7 +668,7 @@ func BenchmarkExpireBatch200(b *testing.B) {
 		bundle.insertDue(b, 200)
 		before := processCPU(b)
 		b.StartTimer()
-		res, err := bundle.cycle.Run(bundle.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}))
+		res, err := bundle.cycle.Run(bundle.ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 200, MaxBatchesPerCycle: 1}))
 		b.StopTimer()
 		cpu += processCPU(b) - before
 		b.StartTimer()
@@ -741,8 +743,8 @@ func TestExpirePoisonBacklogDoesNotBlockHealthy(t *testing.T) {
 	fresh := b.insertDue(t, batch)
 	store, err := NewExpireRepository(b.db.Gorm, b.publisher)
 	require.NoError(t, err)
-	cycle := promotiontest.ExpireCycle(t, promotiontest.ExpireBatches(t, store), ports.ExpireTelemetryDeps{})
-	res, err := cycle.Run(b.ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batch, MaxBatchesPerCycle: 1}))
+	cycle := promotiontest.ExpireCycle(t, promotiontest.ExpireBatches(t, store), telemetry.ExpireTelemetryDeps{})
+	res, err := cycle.Run(b.ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: batch, MaxBatchesPerCycle: 1}))
 	require.NoError(t, err)
 	require.Equal(t, batch-1, res.Expired)
 	require.Equal(t, 1, res.Failed, "one place kept for a retry")
@@ -780,7 +782,7 @@ func TestExpireBacklogGaugeIsTheLastCyclesCount(t *testing.T) {
 
 	first := b.run(t, 3, 1)
 	require.Equal(t, 3, first.Expired)
-	require.Equal(t, &app.ExpireBacklog{Due: 4}, first.Backlog)
+	require.Equal(t, &expiry.ExpireBacklog{Due: 4}, first.Backlog)
 	require.EqualValues(t, 4, b.metric(t, "promotion_expire_backlog"))
 	b.insertDue(t, 5)
 	require.EqualValues(t, 4, b.metric(t, "promotion_expire_backlog"), "a scrape runs no query")

@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -56,7 +56,7 @@ type batchSelection struct {
 
 // selectBatch runs selectBatchQuery (sql/expire_select_batch.sql). Without
 // a row it cannot carry the skipped count, which is then asked for alone.
-func selectBatch(ctx context.Context, tx postgres.Tx, b app.ExpireBatch) (batchSelection, error) {
+func selectBatch(ctx context.Context, tx postgres.Tx, b expiry.ExpireBatch) (batchSelection, error) {
 	exclude := uuidStrings(b.Exclude)
 	rows, err := tx.QueryContext(ctx, selectBatchQuery, pgx.NamedArgs{
 		"as_of": b.AsOf, "exclude": exclude, "batch_limit": b.Limit, "poison_retries": b.RetryPoison})

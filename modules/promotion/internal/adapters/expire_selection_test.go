@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 )
 
 // The selection's skipped-locked count reads only the window the batch
@@ -31,7 +31,7 @@ func TestExpireSkippedCountScansOnlyTheBatchWindow(t *testing.T) {
 	var plan []byte
 	require.NoError(t, tx.QueryRowContext(b.ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+selectBatchQuery,
 		pgx.NamedArgs{"as_of": time.Now(), "exclude": []string{}, "batch_limit": limit,
-			"poison_retries": app.PoisonRetries(limit, 1)}).Scan(&plan))
+			"poison_retries": expiry.PoisonRetries(limit, 1)}).Scan(&plan))
 
 	var root []struct{ Plan planNode }
 	require.NoError(t, json.Unmarshal(plan, &root))

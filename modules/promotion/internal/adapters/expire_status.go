@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -60,8 +60,8 @@ type ExpiryStatus struct {
 // LastCycle is one finished expiry cycle, as recorded by RecordCycle.
 type LastCycle struct {
 	// Cycle is what it did, the line `pin expire-promotions --once` prints.
-	Cycle      app.ExpireCycleResult `json:"cycle"`
-	FinishedAt time.Time             `json:"finishedAt"`
+	Cycle      expiry.ExpireCycleResult `json:"cycle"`
+	FinishedAt time.Time                `json:"finishedAt"`
 	// Instance is the application_name of the session that recorded it
 	// (postgres.ApplicationName): pin/<hostname>-<pid>/<role>.
 	Instance string `json:"instance"`
@@ -70,10 +70,10 @@ type LastCycle struct {
 	Error string `json:"error,omitempty"`
 }
 
-// RecordCycle implements app.ExpireBatchStorage: the one row of
+// RecordCycle implements expiry.ExpireBatchStorage: the one row of
 // promotion.expire_last_cycle (migration 00010) is whichever instance's
 // cycle finished last.
-func (r *ExpireRepository) RecordCycle(ctx context.Context, c app.ExpireCycleResult, cycleErr error) error {
+func (r *ExpireRepository) RecordCycle(ctx context.Context, c expiry.ExpireCycleResult, cycleErr error) error {
 	var errText *string
 	if cycleErr != nil {
 		s := cycleErr.Error()

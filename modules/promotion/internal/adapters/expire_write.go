@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
@@ -23,14 +23,14 @@ import (
 // 10 000 came near it (ADR 0014, decision 10).
 const ExpireWriteChunk = 1000
 
-// WriteAll implements app.ExpireTx by the transition's statement
+// WriteAll implements expiry.ExpireTx by the transition's statement
 // (sql/purchase_transition.sql), once per ExpireWriteChunk expiries: the
 // transitions, their events and, when forgetPoison, the poison records of
 // the rows written. A row its version guard filters out gets no event. The
 // events are inserted in no particular order: they are of distinct
 // purchases, and the relay keeps order only per key.
-func (t *expireTx) WriteAll(ctx context.Context, es []app.Expiry, forgetPoison bool) ([]app.Expiry, error) {
-	var unwritten []app.Expiry
+func (t *expireTx) WriteAll(ctx context.Context, es []expiry.Expiry, forgetPoison bool) ([]expiry.Expiry, error) {
+	var unwritten []expiry.Expiry
 	for chunk := range slices.Chunk(es, ExpireWriteChunk) {
 		u, err := t.writeStatement(ctx, chunk, forgetPoison)
 		if err != nil {
@@ -42,7 +42,7 @@ func (t *expireTx) WriteAll(ctx context.Context, es []app.Expiry, forgetPoison b
 }
 
 // writeStatement is one statement of WriteAll.
-func (t *expireTx) writeStatement(ctx context.Context, es []app.Expiry, forgetPoison bool) ([]app.Expiry, error) {
+func (t *expireTx) writeStatement(ctx context.Context, es []expiry.Expiry, forgetPoison bool) ([]expiry.Expiry, error) {
 	ts, events := make([]transition, len(es)), make([][]*message.Message, len(es))
 	for i, ex := range es {
 		ts[i], events[i] = t.transition(ex), t.events[ex.Purchase.ID()].msgs
@@ -51,7 +51,7 @@ func (t *expireTx) writeStatement(ctx context.Context, es []app.Expiry, forgetPo
 	if err != nil {
 		err = fmt.Errorf("write expired purchases: %w", err)
 		if ownRefusal(err) || errors.Is(err, outbox.ErrMessageTooLarge) {
-			return nil, &app.RowRefusal{Err: err}
+			return nil, &expiry.RowRefusal{Err: err}
 		}
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (t *expireTx) writeStatement(ctx context.Context, es []app.Expiry, forgetPo
 	for _, id := range ids {
 		updated[id] = true
 	}
-	var unwritten []app.Expiry
+	var unwritten []expiry.Expiry
 	for _, ex := range es {
 		if !updated[ex.Purchase.ID().String()] {
 			unwritten = append(unwritten, ex)
@@ -79,11 +79,11 @@ func ownRefusal(err error) bool {
 	return postgres.FaultOf(err) == postgres.FaultOfData && !inOutbox && (r.Table == "" || r.Table == purchasesTable)
 }
 
-// WriteOne implements app.ExpireTx: the transition's statement for ex
+// WriteOne implements expiry.ExpireTx: the transition's statement for ex
 // alone, under a savepoint. Only a refusal of its purchase's row
 // (ownRefusal), or of its event for its size, is the row's; the outbox
 // refusing its event otherwise is no row's fault, whatever its class.
-func (t *expireTx) WriteOne(ctx context.Context, ex app.Expiry) (bool, error) {
+func (t *expireTx) WriteOne(ctx context.Context, ex expiry.Expiry) (bool, error) {
 	var written bool
 	var own error // the row's own refusal
 	err := inItemSavepoint(ctx, t.tx, func() error {
@@ -100,13 +100,13 @@ func (t *expireTx) WriteOne(ctx context.Context, ex app.Expiry) (bool, error) {
 		return written, nil
 	case err == own:
 		refusal, _ := postgres.RefusalOf(own)
-		return false, &app.RowRefusal{Refusal: refusal.String(), Err: own}
+		return false, &expiry.RowRefusal{Refusal: refusal.String(), Err: own}
 	default:
 		return false, err
 	}
 }
 
-// ForgetPoison implements app.ExpireTx.
+// ForgetPoison implements expiry.ExpireTx.
 func (t *expireTx) ForgetPoison(ctx context.Context, ids []uuid.UUID) error {
 	if _, err := t.tx.ExecContext(ctx, `DELETE FROM promotion.expire_poison WHERE purchase_id = ANY(@ids::uuid[])`,
 		pgx.NamedArgs{"ids": uuidStrings(ids)}); err != nil {
@@ -115,17 +115,17 @@ func (t *expireTx) ForgetPoison(ctx context.Context, ids []uuid.UUID) error {
 	return nil
 }
 
-// Reread implements app.ExpireTx.
-func (t *expireTx) Reread(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]app.SupersededExpiry, error) {
+// Reread implements expiry.ExpireTx.
+func (t *expireTx) Reread(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]expiry.SupersededExpiry, error) {
 	rows, err := t.tx.QueryContext(ctx, `SELECT id, status, version FROM promotion.promotion_purchases WHERE id = ANY(@ids::uuid[])`,
 		pgx.NamedArgs{"ids": uuidStrings(ids)})
 	if err != nil {
 		return nil, fmt.Errorf("re-read unwritten purchases: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
-	current := make(map[uuid.UUID]app.SupersededExpiry, len(ids))
+	current := make(map[uuid.UUID]expiry.SupersededExpiry, len(ids))
 	for rows.Next() {
-		var s app.SupersededExpiry
+		var s expiry.SupersededExpiry
 		if err := rows.Scan(&s.PurchaseID, &s.Status, &s.Version); err != nil {
 			return nil, fmt.Errorf("re-read unwritten purchases: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/postgres"
 	"github.com/pinmarket/pin/platform/testbed"
@@ -76,7 +77,7 @@ type hotStatement struct {
 func hotStatements(tb testing.TB, db *testbed.Database, pkgID uuid.UUID, asOf time.Time) []hotStatement {
 	tb.Helper()
 	publisher := promotiontest.Publisher(tb, nil)
-	expiry, err := NewExpireRepository(db.Gorm, publisher)
+	repo, err := NewExpireRepository(db.Gorm, publisher)
 	require.NoError(tb, err)
 	purchases, err := NewPurchaseRepository(db.Gorm, publisher)
 	require.NoError(tb, err)
@@ -103,10 +104,10 @@ func hotStatements(tb testing.TB, db *testbed.Database, pkgID uuid.UUID, asOf ti
 
 	// The selection and the write share one batch transaction: the write
 	// needs what the selection locked. Each is recorded as it returns.
-	b := app.ExpireBatch{AsOf: asOf, Limit: 200, Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }}
+	b := expiry.ExpireBatch{AsOf: asOf, Limit: 200, Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }}
 	record("expiry write", "", func(ctx context.Context) error {
 		rec := ctx.Value(recorderKey{}).(*recordedStatement)
-		return expiry.InBatch(ctx, func(tx app.ExpireTx) error {
+		return repo.InBatch(ctx, func(tx expiry.ExpireTx) error {
 			sel, err := tx.Select(ctx, b)
 			if err != nil {
 				return err
@@ -115,13 +116,13 @@ func hotStatements(tb testing.TB, db *testbed.Database, pkgID uuid.UUID, asOf ti
 			selection.name, selection.index, selection.genericOnly = "expiry select", "promotion_purchases_expiry_idx", true
 			out = append(out, selection)
 			rec.last = hotStatement{Statement: testbed.Statement{Setup: selection.Setup}}
-			var expiries []app.Expiry
+			var expiries []expiry.Expiry
 			for _, l := range sel.Locked {
 				previous := l.Purchase.Version()
 				if err := b.Expire(l.Purchase); err != nil {
 					return err
 				}
-				expiries = append(expiries, app.Expiry{Purchase: l.Purchase, PreviousVersion: previous})
+				expiries = append(expiries, expiry.Expiry{Purchase: l.Purchase, PreviousVersion: previous})
 			}
 			require.Len(tb, expiries, b.Limit)
 			ready, failed := tx.Prepare(ctx, expiries)

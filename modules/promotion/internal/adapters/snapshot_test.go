@@ -16,6 +16,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
 	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/testbed"
@@ -274,10 +275,10 @@ func TestSnapshotRedeliversTheLastPublishedEvent(t *testing.T) {
 	active, cancelled, expired := b.buy(t, b.project), b.buy(t, b.project), b.buy(t, b.project)
 	require.NoError(t, b.cancel(ctx, cancelled, nil))
 	promotiontest.MakeDue(t, b.db, time.Hour, expired)
-	expiry, err := adapters.NewExpireRepository(b.db.Gorm, promotiontest.Publisher(t, nil))
+	repo, err := adapters.NewExpireRepository(b.db.Gorm, promotiontest.Publisher(t, nil))
 	require.NoError(t, err)
 	asOf := time.Now().UTC().Truncate(time.Microsecond)
-	done, err := promotiontest.ExpireBatches(t, expiry).ExpireBatch(ctx, app.ExpireBatch{AsOf: asOf, Limit: 10,
+	done, err := promotiontest.ExpireBatches(t, repo).ExpireBatch(ctx, expiry.ExpireBatch{AsOf: asOf, Limit: 10,
 		Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
 	require.NoError(t, err)
 	require.Len(t, done.Expired, 1)

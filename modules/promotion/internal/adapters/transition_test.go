@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm/schema"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
@@ -179,7 +179,7 @@ func TestExpireBatchStoresTheDomainsState(t *testing.T) {
 	asOf := time.Now().UTC().Truncate(time.Microsecond)
 	require.NoError(t, want.Expire(asOf))
 
-	res, err := b.batches.ExpireBatch(b.ctx, app.ExpireBatch{AsOf: asOf, Limit: 10,
+	res, err := b.batches.ExpireBatch(b.ctx, expiry.ExpireBatch{AsOf: asOf, Limit: 10,
 		Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
 	require.NoError(t, err)
 	require.Len(t, res.Expired, 1)

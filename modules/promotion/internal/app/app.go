@@ -3,7 +3,8 @@
 // talks to storage only through the repository interfaces below, which the
 // adapters package implements; it knows nothing of HTTP, SQL or Kafka, nor
 // of Prometheus or OpenTelemetry: a use case that reports declares an
-// observer (ExpireObserver), which ports implements.
+// observer (SnapshotObserver). The expiry job has a package of its own,
+// internal/expiry.
 package app
 
 import (

@@ -6,10 +6,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/platform/config"
 )
 
@@ -17,7 +18,7 @@ import (
 // StopTimeout from platform/config's defaults as the module does
 // (promotion.ExpireSettingsOf; a test there holds the two equal). A zero
 // MaxBatchesPerCycle stays: it means no limit.
-func ExpireSettings(s app.ExpireSettings) app.ExpireSettings {
+func ExpireSettings(s expiry.ExpireSettings) expiry.ExpireSettings {
 	d := config.Defaults()
 	s.Interval = cmp.Or(s.Interval, d.ExpireInterval)
 	s.BatchSize = cmp.Or(s.BatchSize, d.ExpireBatchSize)
@@ -27,16 +28,16 @@ func ExpireSettings(s app.ExpireSettings) app.ExpireSettings {
 }
 
 // ExpireCycle builds the expiry cycle on store, reporting through the
-// telemetry production uses (ports.ExpireTelemetry) built from d. A nil
+// telemetry production uses (telemetry.ExpireTelemetry) built from d. A nil
 // d.Logger discards the logs.
-func ExpireCycle(tb testing.TB, store app.ExpireStore, d ports.ExpireTelemetryDeps) *app.ExpireCycle {
+func ExpireCycle(tb testing.TB, store expiry.ExpireStore, d telemetry.ExpireTelemetryDeps) *expiry.ExpireCycle {
 	tb.Helper()
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	telemetry, err := ports.NewExpireTelemetry(d)
+	telemetry, err := telemetry.NewExpireTelemetry(d)
 	require.NoError(tb, err)
-	cycle, err := app.NewExpireCycle(store, telemetry, nil)
+	cycle, err := expiry.NewExpireCycle(store, telemetry, nil)
 	require.NoError(tb, err)
 	return cycle
 }
@@ -85,9 +86,9 @@ func DrainConcurrently(tb testing.TB, instances ...ExpireRun) (expired, skippedL
 
 // ExpireBatches is the expiry batch's policy over storage, as the module
 // wires it.
-func ExpireBatches(tb testing.TB, storage app.ExpireBatchStorage) *app.ExpireBatches {
+func ExpireBatches(tb testing.TB, storage expiry.ExpireBatchStorage) *expiry.ExpireBatches {
 	tb.Helper()
-	batches, err := app.NewExpireBatches(storage)
+	batches, err := expiry.NewExpireBatches(storage)
 	require.NoError(tb, err)
 	return batches
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/platform/kafka"
 )
 
@@ -27,7 +27,7 @@ func TestBoundWritesWhatTheModuleWrites(t *testing.T) {
 	ctx := context.Background()
 	asOf := time.Now().UTC().Truncate(time.Microsecond)
 
-	res, err := inst.batches.ExpireBatch(ctx, app.ExpireBatch{
+	res, err := inst.batches.ExpireBatch(ctx, expiry.ExpireBatch{
 		AsOf: asOf, Limit: 10,
 		Expire: func(p *domain.Purchase) error { return p.Expire(asOf) },
 	})

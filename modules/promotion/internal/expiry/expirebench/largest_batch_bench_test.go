@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
@@ -43,7 +43,7 @@ func benchBatchBound(b *testing.B, f *fixture, inst *instance, size int) {
 	ctx := context.Background()
 	batch := func(tb testing.TB) {
 		asOf := time.Now().UTC().Truncate(time.Microsecond)
-		res, err := batches.ExpireBatch(ctx, app.ExpireBatch{
+		res, err := batches.ExpireBatch(ctx, expiry.ExpireBatch{
 			AsOf: asOf, Limit: size,
 			Expire: func(p *domain.Purchase) error { return p.Expire(asOf) },
 		})
@@ -79,33 +79,33 @@ type stepTimes struct{ selects, prepares, writes []time.Duration }
 
 // timedStorage is the expiry's storage with its transaction's steps timed.
 type timedStorage struct {
-	app.ExpireBatchStorage
+	expiry.ExpireBatchStorage
 	steps *stepTimes
 }
 
-func (s timedStorage) InBatch(ctx context.Context, fn func(app.ExpireTx) error) error {
-	return s.ExpireBatchStorage.InBatch(ctx, func(tx app.ExpireTx) error { return fn(timedTx{ExpireTx: tx, steps: s.steps}) })
+func (s timedStorage) InBatch(ctx context.Context, fn func(expiry.ExpireTx) error) error {
+	return s.ExpireBatchStorage.InBatch(ctx, func(tx expiry.ExpireTx) error { return fn(timedTx{ExpireTx: tx, steps: s.steps}) })
 }
 
 // timedTx times Select, Prepare and each statement of WriteAll: it hands
 // WriteAll the chunks it would write by one statement each, one at a time.
 type timedTx struct {
-	app.ExpireTx
+	expiry.ExpireTx
 	steps *stepTimes
 }
 
-func (t timedTx) Select(ctx context.Context, b app.ExpireBatch) (app.ExpireSelection, error) {
+func (t timedTx) Select(ctx context.Context, b expiry.ExpireBatch) (expiry.ExpireSelection, error) {
 	defer t.time(&t.steps.selects, time.Now())
 	return t.ExpireTx.Select(ctx, b)
 }
 
-func (t timedTx) Prepare(ctx context.Context, es []app.Expiry) ([]app.Expiry, []app.FailedExpiry) {
+func (t timedTx) Prepare(ctx context.Context, es []expiry.Expiry) ([]expiry.Expiry, []expiry.FailedExpiry) {
 	defer t.time(&t.steps.prepares, time.Now())
 	return t.ExpireTx.Prepare(ctx, es)
 }
 
-func (t timedTx) WriteAll(ctx context.Context, es []app.Expiry, forgetPoison bool) ([]app.Expiry, error) {
-	var unwritten []app.Expiry
+func (t timedTx) WriteAll(ctx context.Context, es []expiry.Expiry, forgetPoison bool) ([]expiry.Expiry, error) {
+	var unwritten []expiry.Expiry
 	for chunk := range slices.Chunk(es, adapters.ExpireWriteChunk) {
 		started := time.Now()
 		u, err := t.ExpireTx.WriteAll(ctx, chunk, forgetPoison)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -15,8 +17,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/observability"
@@ -131,8 +132,8 @@ func (f *fixture) requireExpiredOnce(tb testing.TB, want int) {
 type instance struct {
 	db      *gorm.DB
 	store   *adapters.ExpireRepository
-	batches *app.ExpireBatches
-	cycle   *app.ExpireCycle
+	batches *expiry.ExpireBatches
+	cycle   *expiry.ExpireCycle
 }
 
 func newInstance(tb testing.TB, url string) *instance {
@@ -152,7 +153,7 @@ func newInstance(tb testing.TB, url string) *instance {
 	require.NoError(tb, err)
 	store, err := adapters.NewExpireRepository(db, publisher)
 	require.NoError(tb, err)
-	cycle := promotiontest.ExpireCycle(tb, promotiontest.ExpireBatches(tb, store), ports.ExpireTelemetryDeps{
+	cycle := promotiontest.ExpireCycle(tb, promotiontest.ExpireBatches(tb, store), telemetry.ExpireTelemetryDeps{
 		Logger: logger.With("module", "promotion"), Registerer: prometheus.NewRegistry(), TracerProvider: tp,
 	})
 	return &instance{db: db, store: store, batches: promotiontest.ExpireBatches(tb, store), cycle: cycle}

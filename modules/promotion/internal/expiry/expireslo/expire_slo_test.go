@@ -25,7 +25,7 @@ import (
 	"github.com/pinmarket/pin/modules/promotion"
 	"github.com/pinmarket/pin/modules/promotion/contract"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/host"
@@ -96,7 +96,7 @@ func TestExpiredEventReachesKafkaWithinOneInterval(t *testing.T) {
 		})
 		require.NoError(t, err)
 		outboxtest.StartRelay(t, sqlDB, outboxtest.Relay{Brokers: brokers, Topics: module.OutboxTopics(), PollInterval: relayGap})
-		testbed.StartRunner(t, moduleRunner(t, module, ports.ExpireRunnerName))
+		testbed.StartRunner(t, moduleRunner(t, module, expiry.ExpireRunnerName))
 
 		// What the topic holds just before each EndsAt, and at EndsAt + bound.
 		type check struct {

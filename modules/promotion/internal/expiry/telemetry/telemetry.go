@@ -1,4 +1,7 @@
-package ports
+// Package telemetry is the expiry job's logs, metrics and spans: the
+// expiry.ExpireObserver the module wires into the cycle, and the metrics
+// its SLO and alerts read (docs/expire-promotions-job.md).
+package telemetry
 
 import (
 	"context"
@@ -14,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/platform/correlation"
 	"github.com/pinmarket/pin/platform/observability"
 )
@@ -29,7 +32,7 @@ type ExpireTelemetryDeps struct {
 	TracerProvider trace.TracerProvider
 }
 
-// ExpireTelemetry is the app.ExpireObserver that writes the spans, log lines
+// ExpireTelemetry is the expiry.ExpireObserver that writes the spans, log lines
 // and metrics the design document names for the expiry cycle. The metric
 // names are fixed: the dashboard and the alerts use them.
 type ExpireTelemetry struct {
@@ -46,7 +49,7 @@ type ExpireTelemetry struct {
 	errors     prometheus.Counter
 }
 
-var _ app.ExpireObserver = (*ExpireTelemetry)(nil)
+var _ expiry.ExpireObserver = (*ExpireTelemetry)(nil)
 
 // tracerName names the spans of the promotion module.
 const tracerName = "github.com/pinmarket/pin/modules/promotion"
@@ -110,9 +113,9 @@ func (t *ExpireTelemetry) RunnerStarted(interval time.Duration, now time.Time) {
 	t.completed.Set(float64(now.UnixNano()) / 1e9)
 }
 
-// Cycle implements app.ExpireObserver. The span starts first and ends last,
+// Cycle implements expiry.ExpireObserver. The span starts first and ends last,
 // so the log lines and the duration's exemplar carry its trace.
-func (t *ExpireTelemetry) Cycle(ctx context.Context, c app.ExpireCycleResult, s app.ExpireSettings) (context.Context, func(app.ExpireCycleResult, error)) {
+func (t *ExpireTelemetry) Cycle(ctx context.Context, c expiry.ExpireCycleResult, s expiry.ExpireSettings) (context.Context, func(expiry.ExpireCycleResult, error)) {
 	ctx, span := t.tracer.Start(ctx, "expire-promotions.cycle", trace.WithAttributes(
 		attribute.String("pin.run_id", c.RunID.String()),
 		attribute.String("pin.correlation_id", c.RunID.String()),
@@ -120,7 +123,7 @@ func (t *ExpireTelemetry) Cycle(ctx context.Context, c app.ExpireCycleResult, s 
 		attribute.Int("pin.expire.batch_size", s.BatchSize),
 	))
 	t.logger.InfoContext(ctx, "cycle started", "as_of", c.AsOf, "batch_size", s.BatchSize)
-	return ctx, func(c app.ExpireCycleResult, err error) {
+	return ctx, func(c expiry.ExpireCycleResult, err error) {
 		defer span.End()
 		span.SetAttributes(attribute.Int("pin.expire.batches", c.Batches), attribute.Int("pin.expire.expired", c.Expired),
 			attribute.Int("pin.expire.skipped_locked", c.SkippedLocked), attribute.Int("pin.expire.failed", c.Failed))
@@ -144,16 +147,16 @@ func (t *ExpireTelemetry) Cycle(ctx context.Context, c app.ExpireCycleResult, s 
 	}
 }
 
-// Batch implements app.ExpireObserver: a span per batch, under which the
+// Batch implements expiry.ExpireObserver: a span per batch, under which the
 // outbox publication's span nests; a committed batch logs its selection
 // and each purchase it expired, left out as poison, or dropped as changed
 // by another writer (counted with the skipped ones).
-func (t *ExpireTelemetry) Batch(ctx context.Context, limit int) (context.Context, func(app.ExpireBatchResult, error)) {
+func (t *ExpireTelemetry) Batch(ctx context.Context, limit int) (context.Context, func(expiry.ExpireBatchResult, error)) {
 	ctx, span := t.tracer.Start(ctx, "expire-promotions.batch", trace.WithAttributes(
 		attribute.String("pin.run_id", correlation.RunID(ctx)),
 		attribute.Int("pin.expire.limit", limit),
 	))
-	return ctx, func(b app.ExpireBatchResult, err error) {
+	return ctx, func(b expiry.ExpireBatchResult, err error) {
 		defer span.End()
 		if err != nil {
 			span.RecordError(err)

@@ -1,4 +1,4 @@
-package ports_test
+package expiry_test
 
 import (
 	"context"
@@ -9,14 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinmarket/pin/modules/promotion/internal/adapters"
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/testbed"
@@ -27,7 +28,7 @@ import (
 type expireRunnerBundle struct {
 	ctx    context.Context
 	db     *testbed.Database
-	cycle  *app.ExpireCycle
+	cycle  *expiry.ExpireCycle
 	logs   *promotiontest.LogBuffer
 	logger *slog.Logger
 	pkg    promotiontest.Package
@@ -40,7 +41,7 @@ func newExpireRunnerBundle(tb testing.TB) *expireRunnerBundle {
 	logger := observability.NewLogger(logs, slog.LevelInfo)
 	store, err := adapters.NewExpireRepository(db.Gorm, promotiontest.Publisher(tb, nil))
 	require.NoError(tb, err)
-	cycle := promotiontest.ExpireCycle(tb, promotiontest.ExpireBatches(tb, store), ports.ExpireTelemetryDeps{Logger: logger})
+	cycle := promotiontest.ExpireCycle(tb, promotiontest.ExpireBatches(tb, store), telemetry.ExpireTelemetryDeps{Logger: logger})
 	pkg := promotiontest.InsertPackage(tb, db, promotiontest.Package{
 		Code: "runner-test-week", Name: "Runner test", Kind: domain.PackageKindPostBoost,
 		DurationDays: 7, BoostWeight: 5, Price: decimal.RequireFromString("99.90"),
@@ -50,9 +51,9 @@ func newExpireRunnerBundle(tb testing.TB) *expireRunnerBundle {
 
 // runner is the job's runner over the bundle's cycle. It logs into the
 // same JSON sink as the cycle, so every line there is a record.
-func (b *expireRunnerBundle) runner(tb testing.TB, interval, budget time.Duration) *ports.ExpireRunner {
+func (b *expireRunnerBundle) runner(tb testing.TB, interval, budget time.Duration) *expiry.ExpireRunner {
 	tb.Helper()
-	r, err := ports.NewExpireRunner(b.cycle, promotiontest.ExpireSettings(app.ExpireSettings{Interval: interval, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: budget}), b.logger)
+	r, err := expiry.NewExpireRunner(b.cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: interval, BatchSize: 200, MaxBatchesPerCycle: 1, CycleBudget: budget}), b.logger)
 	require.NoError(tb, err)
 	return r
 }

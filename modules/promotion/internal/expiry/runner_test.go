@@ -1,4 +1,4 @@
-package ports_test
+package expiry_test
 
 import (
 	"context"
@@ -12,8 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -32,7 +31,7 @@ type fakeCycle struct {
 	ctxs      []context.Context
 }
 
-func (f *fakeCycle) Run(ctx context.Context, _ app.ExpireSettings) (app.ExpireCycleResult, error) {
+func (f *fakeCycle) Run(ctx context.Context, _ expiry.ExpireSettings) (expiry.ExpireCycleResult, error) {
 	if f.running.Add(1) > 1 {
 		f.overlap.Store(true)
 	}
@@ -54,7 +53,7 @@ func (f *fakeCycle) Run(ctx context.Context, _ app.ExpireSettings) (app.ExpireCy
 	f.mu.Lock()
 	f.ends = append(f.ends, time.Now())
 	f.mu.Unlock()
-	return app.ExpireCycleResult{}, nil
+	return expiry.ExpireCycleResult{}, nil
 }
 
 func (f *fakeCycle) snapshot() (starts, ends []time.Time) {
@@ -88,7 +87,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 
 func TestExpireRunnerName(t *testing.T) {
 	t.Parallel()
-	r, err := ports.NewExpireRunner(&fakeCycle{}, promotiontest.ExpireSettings(app.ExpireSettings{}), discardLogger())
+	r, err := expiry.NewExpireRunner(&fakeCycle{}, promotiontest.ExpireSettings(expiry.ExpireSettings{}), discardLogger())
 	require.NoError(t, err)
 	require.Equal(t, "expire-promotions", r.Name())
 }
@@ -97,7 +96,7 @@ func TestExpireRunnerName(t *testing.T) {
 func TestExpireRunnerFirstCycleAtStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cycle := &fakeCycle{}
-		r, err := ports.NewExpireRunner(cycle, promotiontest.ExpireSettings(app.ExpireSettings{Interval: time.Hour}), discardLogger())
+		r, err := expiry.NewExpireRunner(cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: time.Hour}), discardLogger())
 		require.NoError(t, err)
 		t0 := time.Now()
 		stop := testbed.StartRunner(t, r)
@@ -116,7 +115,7 @@ func TestExpireRunnerSkipsTicksMissedDuringOverrun(t *testing.T) {
 		const interval = time.Minute
 		cycle := &fakeCycle{durations: []time.Duration{interval * 9 / 4, 0}}
 		logs := &testbed.LogBuffer{}
-		r, err := ports.NewExpireRunner(cycle, promotiontest.ExpireSettings(app.ExpireSettings{Interval: interval}), slog.New(slog.NewJSONHandler(logs, nil)))
+		r, err := expiry.NewExpireRunner(cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: interval}), slog.New(slog.NewJSONHandler(logs, nil)))
 		require.NoError(t, err)
 		t0 := time.Now()
 		stop := testbed.StartRunner(t, r)
@@ -138,7 +137,7 @@ func TestExpireRunnerSkipsTicksMissedDuringOverrun(t *testing.T) {
 func TestExpireRunnerWaitsForCycleInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cycle := &fakeCycle{block: make(chan struct{})}
-		r, err := ports.NewExpireRunner(cycle, promotiontest.ExpireSettings(app.ExpireSettings{Interval: time.Hour}), discardLogger())
+		r, err := expiry.NewExpireRunner(cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: time.Hour}), discardLogger())
 		require.NoError(t, err)
 		stop := testbed.StartRunner(t, r)
 		synctest.Wait() // the first cycle is in flight, blocked
@@ -159,9 +158,9 @@ func TestExpireRunnerWaitsForCycleInFlight(t *testing.T) {
 
 func TestNewExpireRunnerRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	_, err := ports.NewExpireRunner(nil, promotiontest.ExpireSettings(app.ExpireSettings{Interval: time.Second}), discardLogger())
+	_, err := expiry.NewExpireRunner(nil, promotiontest.ExpireSettings(expiry.ExpireSettings{Interval: time.Second}), discardLogger())
 	require.Error(t, err)
-	_, err = ports.NewExpireRunner(&fakeCycle{}, app.ExpireSettings{Interval: -time.Second}, discardLogger())
+	_, err = expiry.NewExpireRunner(&fakeCycle{}, expiry.ExpireSettings{Interval: -time.Second}, discardLogger())
 	require.Error(t, err)
 }
 
@@ -178,23 +177,23 @@ func TestExpireRunnerTicksOneIntervalApart(t *testing.T) {
 			starts = append(starts, time.Now())
 			time.Sleep(cycleTook)
 		})
-		r, err := ports.NewExpireRunner(cycle, promotiontest.ExpireSettings(app.ExpireSettings{}), slog.New(slog.DiscardHandler))
+		r, err := expiry.NewExpireRunner(cycle, promotiontest.ExpireSettings(expiry.ExpireSettings{}), slog.New(slog.DiscardHandler))
 		require.NoError(t, err)
 		stop := testbed.StartRunner(t, r)
-		time.Sleep(5*promotiontest.ExpireSettings(app.ExpireSettings{}).Interval + time.Second)
+		time.Sleep(5*promotiontest.ExpireSettings(expiry.ExpireSettings{}).Interval + time.Second)
 		stop()
 		require.Len(t, starts, 6, "one cycle at start, then one per interval")
 		for i := 1; i < len(starts); i++ {
-			require.Equal(t, promotiontest.ExpireSettings(app.ExpireSettings{}).Interval, starts[i].Sub(starts[i-1]))
+			require.Equal(t, promotiontest.ExpireSettings(expiry.ExpireSettings{}).Interval, starts[i].Sub(starts[i-1]))
 		}
 	})
 }
 
-// cycleFunc is a ports.ExpireCycle made of a function.
+// cycleFunc is a expiry.CycleRunner made of a function.
 type cycleFunc func(context.Context)
 
-// Run implements ports.ExpireCycle.
-func (f cycleFunc) Run(ctx context.Context, _ app.ExpireSettings) (app.ExpireCycleResult, error) {
+// Run implements expiry.CycleRunner.
+func (f cycleFunc) Run(ctx context.Context, _ expiry.ExpireSettings) (expiry.ExpireCycleResult, error) {
 	f(ctx)
-	return app.ExpireCycleResult{}, nil
+	return expiry.ExpireCycleResult{}, nil
 }

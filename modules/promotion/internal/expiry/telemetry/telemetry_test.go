@@ -1,4 +1,4 @@
-package ports_test
+package telemetry_test
 
 import (
 	"context"
@@ -7,14 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/observability"
 	"github.com/pinmarket/pin/platform/testbed"
@@ -24,15 +25,15 @@ import (
 // fails it with err when set.
 type emptyStore struct{ err error }
 
-func (s emptyStore) ExpireBatch(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
-	return app.ExpireBatchResult{}, s.err
+func (s emptyStore) ExpireBatch(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
+	return expiry.ExpireBatchResult{}, s.err
 }
 
-func (emptyStore) CountBacklog(context.Context, time.Time) (app.ExpireBacklog, error) {
-	return app.ExpireBacklog{}, nil
+func (emptyStore) CountBacklog(context.Context, time.Time) (expiry.ExpireBacklog, error) {
+	return expiry.ExpireBacklog{}, nil
 }
 
-func (emptyStore) RecordCycle(context.Context, app.ExpireCycleResult, error) error { return nil }
+func (emptyStore) RecordCycle(context.Context, expiry.ExpireCycleResult, error) error { return nil }
 
 // TestExpireCycleDurationLinksToTheCycleTrace: the cycle's duration is
 // observed with the cycle span's trace id as its exemplar.
@@ -42,9 +43,9 @@ func TestExpireCycleDurationLinksToTheCycleTrace(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	reg := prometheus.NewRegistry()
-	h := promotiontest.ExpireCycle(t, emptyStore{}, ports.ExpireTelemetryDeps{Registerer: reg, TracerProvider: tp})
+	h := promotiontest.ExpireCycle(t, emptyStore{}, telemetry.ExpireTelemetryDeps{Registerer: reg, TracerProvider: tp})
 
-	_, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{}))
+	_, err := h.Run(context.Background(), promotiontest.ExpireSettings(expiry.ExpireSettings{}))
 	require.NoError(t, err)
 
 	var cycleTrace string
@@ -83,16 +84,16 @@ func TestExpireFailedCycleIsReportedOnce(t *testing.T) {
 	logs := &testbed.LogBuffer{}
 	boom := errors.New("connection reset")
 	store := emptyStore{err: boom}
-	telemetry, err := ports.NewExpireTelemetry(ports.ExpireTelemetryDeps{
+	telemetry, err := telemetry.NewExpireTelemetry(telemetry.ExpireTelemetryDeps{
 		Logger: observability.NewLogger(logs, slog.LevelDebug), Registerer: reg, TracerProvider: tp,
 	})
 	require.NoError(t, err)
 	started := time.Unix(1_700_000_000, 0)
 	telemetry.RunnerStarted(time.Minute, started)
-	cycle, err := app.NewExpireCycle(store, telemetry, nil)
+	cycle, err := expiry.NewExpireCycle(store, telemetry, nil)
 	require.NoError(t, err)
 
-	res, err := cycle.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{}))
+	res, err := cycle.Run(context.Background(), promotiontest.ExpireSettings(expiry.ExpireSettings{}))
 	require.ErrorIs(t, err, boom)
 
 	status := map[string]codes.Code{}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 	"github.com/pinmarket/pin/platform/testbed"
 )
@@ -170,7 +170,7 @@ func BenchmarkExpireReference(b *testing.B) {
 
 func benchReference(b *testing.B, f *fixture, ref *reference, inst *instance) {
 	ctx := context.Background()
-	cmd := promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 0})
+	cmd := promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 0})
 	module := func(tb testing.TB) time.Duration {
 		f.restoreAll(tb)
 		f.exec(tb, `CHECKPOINT`)
@@ -237,7 +237,7 @@ func BenchmarkExpireReferenceOnce(b *testing.B) {
 	lastBatches := (dueBacklog - batchSize) / batchSize
 	module := func(tb testing.TB) time.Duration {
 		f.restoreAll(tb)
-		res, err := inst.cycle.Run(ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: lastBatches}))
+		res, err := inst.cycle.Run(ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: lastBatches}))
 		require.NoError(tb, err)
 		require.Equal(tb, dueBacklog-batchSize, res.Expired)
 		f.exec(tb, `CHECKPOINT`)

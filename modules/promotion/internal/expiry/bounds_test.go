@@ -1,4 +1,4 @@
-package app_test
+package expiry_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
@@ -26,16 +26,16 @@ func TestExpireCycleStopTimeoutCancelsBatchInFlight(t *testing.T) {
 		ctx, stop := context.WithCancel(context.Background())
 		var cancelledAt time.Duration
 		start := time.Now()
-		store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
-			func(ctx context.Context, _ app.ExpireBatch) (app.ExpireBatchResult, error) {
+		store := &scriptedStore{script: []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){
+			func(ctx context.Context, _ expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
 				time.AfterFunc(time.Second, stop) // SIGTERM while the batch waits on a lock
 				<-ctx.Done()                      // a statement blocked for good
 				cancelledAt = time.Since(start)
-				return app.ExpireBatchResult{}, fmt.Errorf("canceling statement due to user request (SQLSTATE 57014): %w", ctx.Err())
+				return expiry.ExpireBatchResult{}, fmt.Errorf("canceling statement due to user request (SQLSTATE 57014): %w", ctx.Err())
 			},
 		}}
 		h, reg := newCycle(t, store)
-		res, err := h.Run(ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, StopTimeout: 2 * time.Second}))
+		res, err := h.Run(ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 10, StopTimeout: 2 * time.Second}))
 		require.ErrorContains(t, err, "57014")
 		require.ErrorContains(t, err, "stop timeout (2s)")
 		require.Equal(t, 3*time.Second, cancelledAt, "one second to the stop, two more to its timeout")
@@ -50,15 +50,15 @@ func TestExpireCycleStopTimeoutSparesBatchThatFinishes(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx, stop := context.WithCancel(context.Background())
-		store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
-			func(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+		store := &scriptedStore{script: []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){
+			func(ctx context.Context, b expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
 				stop()
 				time.Sleep(1999 * time.Millisecond)
-				return app.ExpireBatchResult{Selected: b.Limit}, ctx.Err()
+				return expiry.ExpireBatchResult{Selected: b.Limit}, ctx.Err()
 			},
 		}}
 		h, _ := newCycle(t, store)
-		res, err := h.Run(ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0, StopTimeout: 2 * time.Second}))
+		res, err := h.Run(ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0, StopTimeout: 2 * time.Second}))
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Batches, "committed, and no batch after the stop")
 	})
@@ -74,7 +74,7 @@ func TestPoisonRetries(t *testing.T) {
 		{200, 0, 20}, {200, 1, 20}, {10, 0, 1}, {10, 7, 1}, {19, 0, 1}, {2, 0, 1},
 		{1, 0, 0}, {1, 1, 1}, {1, 2, 0}, {1, 3, 1}, // a batch of one: every second batch
 	} {
-		require.Equal(t, tc.want, app.PoisonRetries(tc.limit, tc.n), "limit %d, batch %d", tc.limit, tc.n)
+		require.Equal(t, tc.want, expiry.PoisonRetries(tc.limit, tc.n), "limit %d, batch %d", tc.limit, tc.n)
 	}
 }
 
@@ -87,19 +87,19 @@ type backlogStore struct {
 	scriptedStore
 	due     int
 	poison  []uuid.UUID // least recently tried first
-	batches []app.ExpireBatchResult
+	batches []expiry.ExpireBatchResult
 }
 
-func (s *backlogStore) ExpireBatch(_ context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+func (s *backlogStore) ExpireBatch(_ context.Context, b expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
 	poison := slices.DeleteFunc(slices.Clone(s.poison), func(id uuid.UUID) bool { return slices.Contains(b.Exclude, id) })
 	kept := min(1, b.RetryPoison, len(poison))
 	due := min(s.due, b.Limit-kept)
 	s.due -= due
-	res := app.ExpireBatchResult{Selected: due, KeptForPoison: kept}
+	res := expiry.ExpireBatchResult{Selected: due, KeptForPoison: kept}
 	for _, id := range poison[:min(b.RetryPoison, b.Limit-due, len(poison))] {
 		res.Selected++
 		res.Retried++
-		res.Failed = append(res.Failed, app.FailedExpiry{PurchaseID: id, Err: errors.New("no targets")})
+		res.Failed = append(res.Failed, expiry.FailedExpiry{PurchaseID: id, Err: errors.New("no targets")})
 		s.poison = append(slices.DeleteFunc(s.poison, func(p uuid.UUID) bool { return p == id }), id)
 	}
 	s.batches = append(s.batches, res)
@@ -121,7 +121,7 @@ func TestExpireCyclePoisonKeepsARetryPlaceInFullBatches(t *testing.T) {
 			poison := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
 			store := &backlogStore{due: 1_000_000, poison: slices.Clone(poison)}
 			h, _ := newCycle(t, store)
-			settings := promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: tc.batch, MaxBatchesPerCycle: tc.maxBatches})
+			settings := promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: tc.batch, MaxBatchesPerCycle: tc.maxBatches})
 			lastTried := map[uuid.UUID]int{}
 			for cycle := 1; cycle <= 30; cycle++ {
 				dueBefore := store.due
@@ -147,29 +147,29 @@ func TestExpireCyclePoisonKeepsARetryPlaceInFullBatches(t *testing.T) {
 
 func TestRefusedAlike(t *testing.T) {
 	t.Parallel()
-	check := app.FailedExpiry{PurchaseID: uuid.New(), Err: errors.New("23514"), Refusal: "SQLSTATE 23514 on outbox.t, constraint c"}
-	other := app.FailedExpiry{PurchaseID: uuid.New(), Err: errors.New("23505"), Refusal: "SQLSTATE 23505 on promotion.promotion_purchases, constraint u"}
-	inGo := app.FailedExpiry{PurchaseID: uuid.New(), Err: errors.New("no targets")}
+	check := expiry.FailedExpiry{PurchaseID: uuid.New(), Err: errors.New("23514"), Refusal: "SQLSTATE 23514 on outbox.t, constraint c"}
+	other := expiry.FailedExpiry{PurchaseID: uuid.New(), Err: errors.New("23505"), Refusal: "SQLSTATE 23505 on promotion.promotion_purchases, constraint u"}
+	inGo := expiry.FailedExpiry{PurchaseID: uuid.New(), Err: errors.New("no targets")}
 	for _, tc := range []struct {
 		name    string
 		tried   int
-		refused []app.FailedExpiry
+		refused []expiry.FailedExpiry
 		fault   bool
 	}{
-		{"every row alike", 3, []app.FailedExpiry{check, check, check}, true},
-		{"two alike", 2, []app.FailedExpiry{check, check}, true},
-		{"one row cannot tell", 1, []app.FailedExpiry{check}, false},
-		{"one row written", 3, []app.FailedExpiry{check, check}, false},
-		{"two refusals", 2, []app.FailedExpiry{check, other}, false},
-		{"not PostgreSQL's", 2, []app.FailedExpiry{inGo, inGo}, false},
+		{"every row alike", 3, []expiry.FailedExpiry{check, check, check}, true},
+		{"two alike", 2, []expiry.FailedExpiry{check, check}, true},
+		{"one row cannot tell", 1, []expiry.FailedExpiry{check}, false},
+		{"one row written", 3, []expiry.FailedExpiry{check, check}, false},
+		{"two refusals", 2, []expiry.FailedExpiry{check, other}, false},
+		{"not PostgreSQL's", 2, []expiry.FailedExpiry{inGo, inGo}, false},
 		{"nothing refused", 2, nil, false},
 	} {
-		err := app.RefusedAlike(tc.tried, tc.refused)
+		err := expiry.RefusedAlike(tc.tried, tc.refused)
 		if !tc.fault {
 			require.NoError(t, err, tc.name)
 			continue
 		}
-		var alike *app.RefusedAlikeError
+		var alike *expiry.RefusedAlikeError
 		require.ErrorAs(t, err, &alike, tc.name)
 		require.Equal(t, tc.tried, alike.Rows)
 		require.ErrorContains(t, err, check.Refusal)

@@ -1,12 +1,12 @@
-package app
+package expiry
 
 import "context"
 
 // ExpireObserver reports an expiry cycle, which itself knows no telemetry
-// (ports.ExpireTelemetry writes the logs, metrics and spans). Each method is
-// called as its work starts, and returns the context the work runs under (so
-// a span carries what follows) and end, which the cycle calls once with the
-// work's outcome.
+// (telemetry.ExpireTelemetry writes the logs, metrics and spans). Each
+// method is called as its work starts, and returns the context the work
+// runs under (so a span carries what follows) and end, which the cycle
+// calls once with the work's outcome.
 type ExpireObserver interface {
 	// Cycle reports a cycle whose RunID and AsOf are set; end gets its
 	// counts and duration, and the infrastructure error it ended on, if any.

@@ -1,4 +1,4 @@
-package app_test
+package expiry_test
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry/telemetry"
+
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
-	"github.com/pinmarket/pin/modules/promotion/internal/ports"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
@@ -24,10 +25,10 @@ import (
 // cycle against PostgreSQL.
 type scriptedStore struct {
 	mu      sync.Mutex
-	batches []app.ExpireBatch
+	batches []expiry.ExpireBatch
 	ctxErrs []error
-	script  []func(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error)
-	backlog app.ExpireBacklog
+	script  []func(ctx context.Context, b expiry.ExpireBatch) (expiry.ExpireBatchResult, error)
+	backlog expiry.ExpireBacklog
 	// countErr and recordErr fail CountBacklog and RecordCycle.
 	countErr, recordErr error
 	counted             int
@@ -36,11 +37,11 @@ type scriptedStore struct {
 
 // recorded is one RecordCycle call.
 type recorded struct {
-	cycle app.ExpireCycleResult
+	cycle expiry.ExpireCycleResult
 	err   error
 }
 
-func (s *scriptedStore) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+func (s *scriptedStore) ExpireBatch(ctx context.Context, b expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
 	s.mu.Lock()
 	i := len(s.batches)
 	s.batches = append(s.batches, b)
@@ -53,14 +54,14 @@ func (s *scriptedStore) ExpireBatch(ctx context.Context, b app.ExpireBatch) (app
 	return res, err
 }
 
-func (s *scriptedStore) CountBacklog(context.Context, time.Time) (app.ExpireBacklog, error) {
+func (s *scriptedStore) CountBacklog(context.Context, time.Time) (expiry.ExpireBacklog, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.counted++
 	return s.backlog, s.countErr
 }
 
-func (s *scriptedStore) RecordCycle(_ context.Context, c app.ExpireCycleResult, err error) error {
+func (s *scriptedStore) RecordCycle(_ context.Context, c expiry.ExpireCycleResult, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.records = append(s.records, recorded{c, err})
@@ -68,35 +69,35 @@ func (s *scriptedStore) RecordCycle(_ context.Context, c app.ExpireCycleResult, 
 }
 
 // full returns a batch outcome of b.Limit rows, after taking d.
-func full(d time.Duration) func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
-	return func(_ context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+func full(d time.Duration) func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
+	return func(_ context.Context, b expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
 		time.Sleep(d) // the batch's work
-		return app.ExpireBatchResult{Selected: b.Limit}, nil
+		return expiry.ExpireBatchResult{Selected: b.Limit}, nil
 	}
 }
 
-func partial(n int) func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
-	return func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
-		return app.ExpireBatchResult{Selected: n}, nil
+func partial(n int) func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
+	return func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
+		return expiry.ExpireBatchResult{Selected: n}, nil
 	}
 }
 
 // newCycle builds the cycle on store with the telemetry production uses,
 // whose metrics it exports on the registry returned.
-func newCycle(tb testing.TB, store app.ExpireStore) (*app.ExpireCycle, *prometheus.Registry) {
+func newCycle(tb testing.TB, store expiry.ExpireStore) (*expiry.ExpireCycle, *prometheus.Registry) {
 	tb.Helper()
 	reg := prometheus.NewRegistry()
-	return promotiontest.ExpireCycle(tb, store, ports.ExpireTelemetryDeps{Registerer: reg}), reg
+	return promotiontest.ExpireCycle(tb, store, telemetry.ExpireTelemetryDeps{Registerer: reg}), reg
 }
 
 func TestExpireCycleDefaults(t *testing.T) {
 	t.Parallel()
-	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){partial(0)}}
+	store := &scriptedStore{script: []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){partial(0)}}
 	h, _ := newCycle(t, store)
-	res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{}))
+	res, err := h.Run(context.Background(), promotiontest.ExpireSettings(expiry.ExpireSettings{}))
 	require.NoError(t, err)
 	require.Len(t, store.batches, 1)
-	require.Equal(t, promotiontest.ExpireSettings(app.ExpireSettings{}).BatchSize, store.batches[0].Limit)
+	require.Equal(t, promotiontest.ExpireSettings(expiry.ExpireSettings{}).BatchSize, store.batches[0].Limit)
 	require.Equal(t, res.AsOf, store.batches[0].AsOf)
 	require.Equal(t, time.UTC, res.AsOf.Location())
 	require.Equal(t, res.AsOf, res.AsOf.Truncate(time.Microsecond))
@@ -110,19 +111,19 @@ func TestExpireCycleBatchLimit(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		maxBatches int
-		script     []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error)
+		script     []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error)
 		want       int
 	}{
-		{"one batch", 1, []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){full(0)}, 1},
-		{"three batches", 3, []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){full(0)}, 3},
-		{"unlimited until a partial batch", 0, []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){full(0), full(0), full(0), partial(3)}, 4},
-		{"a partial batch ends the cycle", 5, []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){partial(9)}, 1},
+		{"one batch", 1, []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){full(0)}, 1},
+		{"three batches", 3, []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){full(0)}, 3},
+		{"unlimited until a partial batch", 0, []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){full(0), full(0), full(0), partial(3)}, 4},
+		{"a partial batch ends the cycle", 5, []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){partial(9)}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			store := &scriptedStore{script: tc.script}
 			h, _ := newCycle(t, store)
-			res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: tc.maxBatches}))
+			res, err := h.Run(context.Background(), promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: tc.maxBatches}))
 			require.NoError(t, err)
 			require.Equal(t, tc.want, res.Batches)
 			require.Len(t, store.batches, tc.want)
@@ -145,15 +146,15 @@ func TestExpireCycleBudget(t *testing.T) {
 		t.Run(tc.budget.String(), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
-					func(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+				store := &scriptedStore{script: []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){
+					func(ctx context.Context, b expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
 						_, ok := ctx.Deadline()
 						require.False(t, ok, "the budget does not cut a batch")
 						return full(60*time.Millisecond)(ctx, b)
 					},
 				}}
 				h, _ := newCycle(t, store)
-				res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, CycleBudget: tc.budget}))
+				res, err := h.Run(context.Background(), promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 10, CycleBudget: tc.budget}))
 				require.NoError(t, err)
 				require.Equal(t, tc.want, res.Batches)
 			})
@@ -166,14 +167,14 @@ func TestExpireCycleBudget(t *testing.T) {
 func TestExpireCycleStopFinishesBatchInFlight(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
-	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
-		func(_ context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+	store := &scriptedStore{script: []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){
+		func(_ context.Context, b expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
 			cancel() // SIGTERM arrives mid-batch
-			return app.ExpireBatchResult{Selected: b.Limit}, nil
+			return expiry.ExpireBatchResult{Selected: b.Limit}, nil
 		},
 	}}
 	h, _ := newCycle(t, store)
-	res, err := h.Run(ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0}))
+	res, err := h.Run(ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0}))
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Batches, "no batch after the stop")
 	require.NoError(t, store.ctxErrs[0], "the batch in flight was not cancelled")
@@ -184,16 +185,16 @@ func TestExpireCycleStopFinishesBatchInFlight(t *testing.T) {
 func TestExpireCycleInfrastructureError(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("connection reset")
-	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
-		func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
-			return app.ExpireBatchResult{Selected: 2, SkippedLocked: 1, Failed: []app.FailedExpiry{{PurchaseID: uuid.New(), Err: boom}}}, nil
+	store := &scriptedStore{script: []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){
+		func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
+			return expiry.ExpireBatchResult{Selected: 2, SkippedLocked: 1, Failed: []expiry.FailedExpiry{{PurchaseID: uuid.New(), Err: boom}}}, nil
 		},
-		func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
-			return app.ExpireBatchResult{}, boom
+		func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
+			return expiry.ExpireBatchResult{}, boom
 		},
 	}}
 	h, reg := newCycle(t, store)
-	res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 2, MaxBatchesPerCycle: 0}))
+	res, err := h.Run(context.Background(), promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 2, MaxBatchesPerCycle: 0}))
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, 1, res.Batches)
 	require.Equal(t, 1, res.Failed)
@@ -207,14 +208,14 @@ func TestExpireCycleInfrastructureError(t *testing.T) {
 func TestExpireCycleExcludesFailedItems(t *testing.T) {
 	t.Parallel()
 	poison := uuid.New()
-	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
-		func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
-			return app.ExpireBatchResult{Selected: 1, Failed: []app.FailedExpiry{{PurchaseID: poison, Err: errors.New("no targets")}}}, nil
+	store := &scriptedStore{script: []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){
+		func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
+			return expiry.ExpireBatchResult{Selected: 1, Failed: []expiry.FailedExpiry{{PurchaseID: poison, Err: errors.New("no targets")}}}, nil
 		},
 		partial(0),
 	}}
 	h, _ := newCycle(t, store)
-	res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}))
+	res, err := h.Run(context.Background(), promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}))
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Batches)
 	require.Empty(t, store.batches[0].Exclude)
@@ -227,14 +228,14 @@ func TestExpireCycleExcludesFailedItems(t *testing.T) {
 func TestExpireCycleCountsSupersededWithSkipped(t *testing.T) {
 	t.Parallel()
 	lost := uuid.New()
-	store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
-		func(_ context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
-			return app.ExpireBatchResult{Selected: b.Limit, Superseded: []app.SupersededExpiry{{PurchaseID: lost, Status: domain.StatusCancelled, Version: 2}}}, nil
+	store := &scriptedStore{script: []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){
+		func(_ context.Context, b expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
+			return expiry.ExpireBatchResult{Selected: b.Limit, Superseded: []expiry.SupersededExpiry{{PurchaseID: lost, Status: domain.StatusCancelled, Version: 2}}}, nil
 		},
 		partial(0),
 	}}
 	h, reg := newCycle(t, store)
-	res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}))
+	res, err := h.Run(context.Background(), promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 1, MaxBatchesPerCycle: 0}))
 	require.NoError(t, err)
 	require.Equal(t, 1, res.SkippedLocked)
 	require.Zero(t, res.Failed)
@@ -267,16 +268,16 @@ func TestExpireCycleCountsAndRecordsItself(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			store := &scriptedStore{
-				script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
-					func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error) {
-						return app.ExpireBatchResult{Selected: 3}, tc.batchErr
+				script: []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){
+					func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
+						return expiry.ExpireBatchResult{Selected: 3}, tc.batchErr
 					},
 				},
-				backlog:  app.ExpireBacklog{Due: 7, Poison: 2},
+				backlog:  expiry.ExpireBacklog{Due: 7, Poison: 2},
 				countErr: tc.countErr, recordErr: tc.recordErr,
 			}
 			h, reg := newCycle(t, store)
-			res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10}))
+			res, err := h.Run(context.Background(), promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 10}))
 			if tc.wantErr {
 				require.ErrorIs(t, err, boom)
 			} else {
@@ -325,9 +326,9 @@ func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
 func TestExpireCycleRefusesSettingsWithoutDefaults(t *testing.T) {
 	t.Parallel()
 	h, _ := newCycle(t, &scriptedStore{})
-	_, err := h.Run(context.Background(), app.ExpireSettings{BatchSize: 10})
+	_, err := h.Run(context.Background(), expiry.ExpireSettings{BatchSize: 10})
 	require.ErrorContains(t, err, "must be positive")
-	_, err = h.Run(context.Background(), app.ExpireSettings{CycleBudget: time.Second})
+	_, err = h.Run(context.Background(), expiry.ExpireSettings{CycleBudget: time.Second})
 	require.ErrorContains(t, err, "must be positive")
 }
 
@@ -338,17 +339,17 @@ func TestExpireCycleRefusesSettingsWithoutDefaults(t *testing.T) {
 func TestExpireCycleBatchSlowerThanBudgetCommits(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := &scriptedStore{script: []func(context.Context, app.ExpireBatch) (app.ExpireBatchResult, error){
-			func(ctx context.Context, b app.ExpireBatch) (app.ExpireBatchResult, error) {
+		store := &scriptedStore{script: []func(context.Context, expiry.ExpireBatch) (expiry.ExpireBatchResult, error){
+			func(ctx context.Context, b expiry.ExpireBatch) (expiry.ExpireBatchResult, error) {
 				time.Sleep(2 * time.Second) // the batch's work, past the budget
 				if err := ctx.Err(); err != nil {
-					return app.ExpireBatchResult{}, err // the store's commit would fail the same way
+					return expiry.ExpireBatchResult{}, err // the store's commit would fail the same way
 				}
-				return app.ExpireBatchResult{Selected: b.Limit, Expired: make([]*domain.Purchase, 0)}, nil
+				return expiry.ExpireBatchResult{Selected: b.Limit, Expired: make([]*domain.Purchase, 0)}, nil
 			},
 		}}
 		h, reg := newCycle(t, store)
-		res, err := h.Run(context.Background(), promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0, CycleBudget: time.Second}))
+		res, err := h.Run(context.Background(), promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: 10, MaxBatchesPerCycle: 0, CycleBudget: time.Second}))
 		require.NoError(t, err, "the batch in flight commits")
 		require.Equal(t, 1, res.Batches, "the budget is spent: no new batch")
 		require.Len(t, store.batches, 1)

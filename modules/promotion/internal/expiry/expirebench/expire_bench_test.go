@@ -15,13 +15,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
 // batchSize is the job's default batch (PIN_EXPIRE_BATCH_SIZE).
-var batchSize = promotiontest.ExpireSettings(app.ExpireSettings{}).BatchSize
+var batchSize = promotiontest.ExpireSettings(expiry.ExpireSettings{}).BatchSize
 
 // dueBacklog is how many purchases are due in every benchmark.
 const dueBacklog = 10_000
@@ -81,7 +81,7 @@ func countLabel(n int) string {
 //     with the domain transition, as the cycle calls it: lock with SKIP
 //     LOCKED, load targets, count skipped-locked rows, transition and build
 //     each event in Go, one set-based UPDATE, one outbox insert, commit;
-//   - cycle: the whole cycle of one batch, app.ExpireCycle.Run
+//   - cycle: the whole cycle of one batch, expiry.ExpireCycle.Run
 //     with MaxBatchesPerCycle 1 — what `pin expire-promotions --once` and the
 //     runner do: the batch plus its logs, spans, metrics and the backlog
 //     recount;
@@ -112,7 +112,7 @@ func benchBatch(b *testing.B, f *fixture, inst *instance) {
 	runs := map[string]func(tb testing.TB){
 		"batch": func(tb testing.TB) {
 			asOf := time.Now().UTC().Truncate(time.Microsecond)
-			res, err := inst.batches.ExpireBatch(ctx, app.ExpireBatch{
+			res, err := inst.batches.ExpireBatch(ctx, expiry.ExpireBatch{
 				AsOf: asOf, Limit: batchSize,
 				Expire: func(p *domain.Purchase) error { return p.Expire(asOf) },
 			})
@@ -120,7 +120,7 @@ func benchBatch(b *testing.B, f *fixture, inst *instance) {
 			require.Len(tb, res.Expired, batchSize)
 		},
 		"cycle": func(tb testing.TB) {
-			res, err := inst.cycle.Run(ctx, promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 1}))
+			res, err := inst.cycle.Run(ctx, promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 1}))
 			require.NoError(tb, err)
 			require.Equal(tb, batchSize, res.Expired)
 		},
@@ -202,7 +202,7 @@ func BenchmarkExpireDrain(b *testing.B) {
 // benchDrain is BenchmarkExpireDrain on its table.
 func benchDrain(b *testing.B, f *fixture, ref *reference, instances []*instance) {
 	ctx := context.Background()
-	cmd := promotiontest.ExpireSettings(app.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 0})
+	cmd := promotiontest.ExpireSettings(expiry.ExpireSettings{BatchSize: batchSize, MaxBatchesPerCycle: 0})
 
 	// instancesDrain runs n instances until the backlog is gone and returns
 	// the time it took.

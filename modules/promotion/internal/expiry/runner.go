@@ -1,21 +1,19 @@
-package ports
+package expiry
 
 import (
 	"context"
 	"errors"
 	"log/slog"
 	"time"
-
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 )
 
 // ExpireRunnerName is the runner's name in logs and in
 // pin_runner_restarts_total{runner}.
 const ExpireRunnerName = "expire-promotions"
 
-// ExpireCycle runs one expiry cycle; *app.ExpireCycle is one.
-type ExpireCycle interface {
-	Run(ctx context.Context, settings app.ExpireSettings) (app.ExpireCycleResult, error)
+// CycleRunner runs one expiry cycle; *ExpireCycle is one.
+type CycleRunner interface {
+	Run(ctx context.Context, settings ExpireSettings) (ExpireCycleResult, error)
 }
 
 // ExpireRunner runs the expiry cycle in the background (a host.Runner): one
@@ -24,14 +22,14 @@ type ExpireCycle interface {
 // overrun is not followed at once by another cycle; the next tick's cycle
 // takes the backlog.
 type ExpireRunner struct {
-	cycle    ExpireCycle
-	settings app.ExpireSettings
+	cycle    CycleRunner
+	settings ExpireSettings
 	logger   *slog.Logger
 }
 
 // NewExpireRunner returns the runner of cycle, running a cycle with
 // settings every settings.Interval.
-func NewExpireRunner(cycle ExpireCycle, settings app.ExpireSettings, logger *slog.Logger) (*ExpireRunner, error) {
+func NewExpireRunner(cycle CycleRunner, settings ExpireSettings, logger *slog.Logger) (*ExpireRunner, error) {
 	if cycle == nil || logger == nil {
 		return nil, errors.New("ports: expire runner needs a cycle and a logger")
 	}

@@ -1,4 +1,4 @@
-package app_test
+package expiry_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pinmarket/pin/modules/promotion/internal/app"
 	"github.com/pinmarket/pin/modules/promotion/internal/domain"
+	"github.com/pinmarket/pin/modules/promotion/internal/expiry"
 	"github.com/pinmarket/pin/modules/promotion/internal/promotiontest"
 )
 
@@ -20,19 +20,19 @@ import (
 // alone, what becomes poison, when to reread); the adapters' tests run the
 // statements against PostgreSQL.
 type memoryBatch struct {
-	rows        []app.LockedPurchase
+	rows        []expiry.LockedPurchase
 	refuseSet   bool                 // the set-based write is refused as a row's
 	refuseRow   map[uuid.UUID]string // WriteOne refuses these, with this Refusal
 	passedOver  map[uuid.UUID]bool   // the version guard passes these over
-	current     map[uuid.UUID]app.SupersededExpiry
+	current     map[uuid.UUID]expiry.SupersededExpiry
 	transitions int // transactions begun
 
 	// What the last committed transaction stored.
 	written, forgotten []uuid.UUID
-	poison             []app.FailedExpiry
+	poison             []expiry.FailedExpiry
 }
 
-func (m *memoryBatch) InBatch(_ context.Context, fn func(app.ExpireTx) error) error {
+func (m *memoryBatch) InBatch(_ context.Context, fn func(expiry.ExpireTx) error) error {
 	m.transitions++
 	tx := &memoryTx{m: m}
 	if err := fn(tx); err != nil {
@@ -42,23 +42,23 @@ func (m *memoryBatch) InBatch(_ context.Context, fn func(app.ExpireTx) error) er
 	return nil
 }
 
-func (m *memoryBatch) CountBacklog(context.Context, time.Time) (app.ExpireBacklog, error) {
-	return app.ExpireBacklog{}, nil
+func (m *memoryBatch) CountBacklog(context.Context, time.Time) (expiry.ExpireBacklog, error) {
+	return expiry.ExpireBacklog{}, nil
 }
 
-func (m *memoryBatch) RecordCycle(context.Context, app.ExpireCycleResult, error) error { return nil }
+func (m *memoryBatch) RecordCycle(context.Context, expiry.ExpireCycleResult, error) error { return nil }
 
 type memoryTx struct {
 	m                  *memoryBatch
 	written, forgotten []uuid.UUID
-	poison             []app.FailedExpiry
+	poison             []expiry.FailedExpiry
 }
 
-func (t *memoryTx) Select(context.Context, app.ExpireBatch) (app.ExpireSelection, error) {
-	sel := app.ExpireSelection{}
+func (t *memoryTx) Select(context.Context, expiry.ExpireBatch) (expiry.ExpireSelection, error) {
+	sel := expiry.ExpireSelection{}
 	for _, r := range t.m.rows {
 		p := *r.Purchase // each transaction loads the row afresh
-		sel.Locked = append(sel.Locked, app.LockedPurchase{Purchase: &p, Retry: r.Retry})
+		sel.Locked = append(sel.Locked, expiry.LockedPurchase{Purchase: &p, Retry: r.Retry})
 		if r.Retry {
 			sel.Retried++
 		}
@@ -66,15 +66,15 @@ func (t *memoryTx) Select(context.Context, app.ExpireBatch) (app.ExpireSelection
 	return sel, nil
 }
 
-func (t *memoryTx) Prepare(_ context.Context, es []app.Expiry) ([]app.Expiry, []app.FailedExpiry) {
+func (t *memoryTx) Prepare(_ context.Context, es []expiry.Expiry) ([]expiry.Expiry, []expiry.FailedExpiry) {
 	return es, nil
 }
 
-func (t *memoryTx) WriteAll(_ context.Context, es []app.Expiry, forgetPoison bool) ([]app.Expiry, error) {
+func (t *memoryTx) WriteAll(_ context.Context, es []expiry.Expiry, forgetPoison bool) ([]expiry.Expiry, error) {
 	if t.m.refuseSet {
-		return nil, &app.RowRefusal{Err: errors.New("a check constraint refused a row")}
+		return nil, &expiry.RowRefusal{Err: errors.New("a check constraint refused a row")}
 	}
-	var unwritten []app.Expiry
+	var unwritten []expiry.Expiry
 	for _, ex := range es {
 		if t.m.passedOver[ex.Purchase.ID()] {
 			unwritten = append(unwritten, ex)
@@ -88,9 +88,9 @@ func (t *memoryTx) WriteAll(_ context.Context, es []app.Expiry, forgetPoison boo
 	return unwritten, nil
 }
 
-func (t *memoryTx) WriteOne(_ context.Context, ex app.Expiry) (bool, error) {
+func (t *memoryTx) WriteOne(_ context.Context, ex expiry.Expiry) (bool, error) {
 	if refusal, ok := t.m.refuseRow[ex.Purchase.ID()]; ok {
-		return false, &app.RowRefusal{Refusal: refusal, Err: fmt.Errorf("refused: %s", refusal)}
+		return false, &expiry.RowRefusal{Refusal: refusal, Err: fmt.Errorf("refused: %s", refusal)}
 	}
 	if t.m.passedOver[ex.Purchase.ID()] {
 		return false, nil
@@ -104,8 +104,8 @@ func (t *memoryTx) ForgetPoison(_ context.Context, ids []uuid.UUID) error {
 	return nil
 }
 
-func (t *memoryTx) Reread(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]app.SupersededExpiry, error) {
-	out := map[uuid.UUID]app.SupersededExpiry{}
+func (t *memoryTx) Reread(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]expiry.SupersededExpiry, error) {
+	out := map[uuid.UUID]expiry.SupersededExpiry{}
 	for _, id := range ids {
 		if s, ok := t.m.current[id]; ok {
 			out[id] = s
@@ -114,30 +114,30 @@ func (t *memoryTx) Reread(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]app
 	return out, nil
 }
 
-func (t *memoryTx) RememberPoison(_ context.Context, _ time.Time, failed []app.FailedExpiry) error {
+func (t *memoryTx) RememberPoison(_ context.Context, _ time.Time, failed []expiry.FailedExpiry) error {
 	t.poison = append(t.poison, failed...)
 	return nil
 }
 
 // duePurchases are n Active purchases that ended an hour before asOf.
-func duePurchases(tb testing.TB, asOf time.Time, n int) []app.LockedPurchase {
+func duePurchases(tb testing.TB, asOf time.Time, n int) []expiry.LockedPurchase {
 	tb.Helper()
-	out := make([]app.LockedPurchase, n)
+	out := make([]expiry.LockedPurchase, n)
 	for i := range out {
-		out[i] = app.LockedPurchase{Purchase: promotiontest.ActivePurchase(tb, asOf.Add(-time.Hour))}
+		out[i] = expiry.LockedPurchase{Purchase: promotiontest.ActivePurchase(tb, asOf.Add(-time.Hour))}
 	}
 	return out
 }
 
-func expireBatch(tb testing.TB, m *memoryBatch, asOf time.Time) (app.ExpireBatchResult, error) {
+func expireBatch(tb testing.TB, m *memoryBatch, asOf time.Time) (expiry.ExpireBatchResult, error) {
 	tb.Helper()
-	batches, err := app.NewExpireBatches(m)
+	batches, err := expiry.NewExpireBatches(m)
 	require.NoError(tb, err)
-	return batches.ExpireBatch(context.Background(), app.ExpireBatch{AsOf: asOf, Limit: 10,
+	return batches.ExpireBatch(context.Background(), expiry.ExpireBatch{AsOf: asOf, Limit: 10,
 		Expire: func(p *domain.Purchase) error { return p.Expire(asOf) }})
 }
 
-func idsOf(fs []app.FailedExpiry) []uuid.UUID {
+func idsOf(fs []expiry.FailedExpiry) []uuid.UUID {
 	out := make([]uuid.UUID, len(fs))
 	for i, f := range fs {
 		out[i] = f.PurchaseID
@@ -178,7 +178,7 @@ func TestExpireBatchFailsWhenEveryDueRowIsRefusedAlike(t *testing.T) {
 	m := &memoryBatch{rows: rows, refuseSet: true, refuseRow: alike}
 
 	_, err := expireBatch(t, m, asOf)
-	var refusedAlike *app.RefusedAlikeError
+	var refusedAlike *expiry.RefusedAlikeError
 	require.ErrorAs(t, err, &refusedAlike)
 	require.Equal(t, 2, refusedAlike.Rows)
 	require.Empty(t, m.poison)
@@ -200,7 +200,7 @@ func TestExpireBatchRereadsWhatTheGuardPassedOver(t *testing.T) {
 	raced, gone, skipped := rows[0].Purchase.ID(), rows[1].Purchase.ID(), rows[2].Purchase.ID()
 	m := &memoryBatch{rows: rows,
 		passedOver: map[uuid.UUID]bool{raced: true, gone: true, skipped: true},
-		current: map[uuid.UUID]app.SupersededExpiry{
+		current: map[uuid.UUID]expiry.SupersededExpiry{
 			raced:   {PurchaseID: raced, Status: domain.StatusCancelled, Version: 4},
 			skipped: {PurchaseID: skipped, Status: domain.StatusActive, Version: 3},
 		}}
@@ -208,7 +208,7 @@ func TestExpireBatchRereadsWhatTheGuardPassedOver(t *testing.T) {
 	res, err := expireBatch(t, m, asOf)
 	require.NoError(t, err)
 	require.Equal(t, 1, m.transitions, "no refusal, no redo")
-	require.Equal(t, []app.SupersededExpiry{{PurchaseID: raced, Status: domain.StatusCancelled, Version: 4}, {PurchaseID: gone}},
+	require.Equal(t, []expiry.SupersededExpiry{{PurchaseID: raced, Status: domain.StatusCancelled, Version: 4}, {PurchaseID: gone}},
 		res.Superseded)
 	require.Equal(t, []uuid.UUID{skipped}, idsOf(res.Failed))
 	require.Equal(t, []uuid.UUID{rows[3].Purchase.ID()}, m.written)
@@ -223,10 +223,10 @@ func TestExpireBatchKeepsAFailedTransitionAsPoison(t *testing.T) {
 	rows := duePurchases(t, asOf, 3)
 	failing, panicking := rows[0].Purchase.ID(), rows[1].Purchase.ID()
 	m := &memoryBatch{rows: rows}
-	batches, err := app.NewExpireBatches(m)
+	batches, err := expiry.NewExpireBatches(m)
 	require.NoError(t, err)
 
-	res, err := batches.ExpireBatch(context.Background(), app.ExpireBatch{AsOf: asOf, Limit: 10,
+	res, err := batches.ExpireBatch(context.Background(), expiry.ExpireBatch{AsOf: asOf, Limit: 10,
 		Expire: func(p *domain.Purchase) error {
 			switch p.ID() {
 			case failing:
