@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/pinmarket/pin/platform/cli"
 	"github.com/pinmarket/pin/platform/consumer"
 	"github.com/pinmarket/pin/platform/consumer/deadletters"
 	"github.com/pinmarket/pin/platform/deadletter"
@@ -33,7 +34,7 @@ var consumerDeadLetters = deadLetterSide[deadletters.DeadLetter, deadletters.Rep
 // consumerCommand runs `pin consumer dead-letters list|replay|discard`: the
 // consumer kit's dead letters, listed, handed to their consumer again or
 // set aside, with only PIN_DATABASE_URL.
-var consumerCommand = commandGroup("consumer", map[string]subcommand{
+var consumerCommand = cli.Group("consumer", map[string]cli.Command{
 	"dead-letters": consumerDeadLetters.commands(),
 })
 

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/platform/auth"
+	"github.com/pinmarket/pin/platform/cli"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/kafka"
 	"github.com/pinmarket/pin/platform/outbox"
@@ -29,7 +30,7 @@ func dev(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if len(args) > 0 && args[0] == "make-due" {
 		return makeDue(ctx, args[1:], environ, stdout, stderr)
 	}
-	if err := noArgs("dev", "dev", args, stdout); err != nil {
+	if err := cli.NoArgsWithEnvironment("dev", "dev", environmentHelp["dev"], args, stdout); err != nil {
 		return err
 	}
 	return devServe(ctx, environ, stdout, stderr)

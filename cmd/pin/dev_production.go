@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"github.com/pinmarket/pin/platform/cli"
 )
 
 // dev is all of `pin dev` the production build carries: its help, and a
@@ -23,9 +25,9 @@ func devLeftOut(args []string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "make-due" {
 		args = args[1:]
 	}
-	if len(args) > 0 && isHelp(args[0]) {
+	if len(args) > 0 && cli.IsHelp(args[0]) {
 		fmt.Fprintf(stdout, "Usage: pin dev\n\n%s\n", how)
-		return errHelpShown
+		return cli.ErrHelpShown
 	}
-	return usageError{how}
+	return cli.Usage(how)
 }

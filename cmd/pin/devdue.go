@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pinmarket/pin/platform/cli"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
@@ -53,34 +54,34 @@ const makeDueQuery = `UPDATE promotion.promotion_purchases
 // Active one still to end (of the tenant) fails the whole command.
 func makeDue(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	const synopsis = "dev make-due PURCHASE_ID... | --all-active | --tenant ID   (only on a database pin dev created)"
-	fs := newFlags("dev make-due")
+	fs := cli.NewFlags("dev make-due")
 	allActive := fs.Bool("all-active", false, "every Active purchase that is not due yet (of --tenant, when given)")
 	tenantArg := fs.String("tenant", "", "only purchases of this tenant; alone, every Active one of it")
-	named, err := parseFlagsAmongArgs(fs, synopsis, args, stdout)
+	named, err := cli.ParseFlagsAmongArgs(fs, synopsis, args, stdout)
 	if err != nil {
 		return err
 	}
 	ids := make([]uuid.UUID, len(named))
 	for i, arg := range named {
 		if ids[i], err = uuid.Parse(arg); err != nil {
-			return usageError{fmt.Sprintf("dev make-due: %q is not a purchase id (a UUID)", arg)}
+			return cli.Usagef("dev make-due: %q is not a purchase id (a UUID)", arg)
 		}
 	}
 	var tenant *uuid.UUID
 	if *tenantArg != "" {
 		t, err := uuid.Parse(*tenantArg)
 		if err != nil {
-			return usageError{fmt.Sprintf("dev make-due: --tenant %q is not a tenant id (a UUID)", *tenantArg)}
+			return cli.Usagef("dev make-due: --tenant %q is not a tenant id (a UUID)", *tenantArg)
 		}
 		tenant = &t
 	}
 	switch {
 	case *allActive && len(ids) > 0:
-		return usageError{"dev make-due: name purchase ids or --all-active, not both"}
+		return cli.Usage("dev make-due: name purchase ids or --all-active, not both")
 	case !*allActive && tenant == nil && len(ids) == 0:
-		return usageError{"dev make-due: name the purchase ids, or --all-active, or --tenant ID"}
+		return cli.Usage("dev make-due: name the purchase ids, or --all-active, or --tenant ID")
 	}
-	db, err := openDatabase(ctx, environ)
+	db, err := cli.OpenDatabase(ctx, environ)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/pinmarket/pin/platform/cli"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/outbox"
 )
@@ -15,14 +16,14 @@ import (
 // expiry cycle against PIN_DATABASE_URL, its events left in the outbox for
 // whichever `pin serve` forwards them, and one JSON line of counters.
 func expirePromotions(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
-	fs := newFlags("expire-promotions")
+	fs := cli.NewFlags("expire-promotions")
 	once := fs.Bool("once", false, "run exactly one cycle and exit")
 	batchSize := fs.String("batch-size", "", "purchases per batch, 1 to 10000 (default PIN_EXPIRE_BATCH_SIZE)")
-	if err := parseFlags(fs, "expire-promotions --once [--batch-size N]", args, stdout); err != nil {
+	if err := cli.ParseFlags(fs, "expire-promotions --once [--batch-size N]", args, stdout); err != nil {
 		return err
 	}
 	if !*once || fs.NArg() > 0 {
-		return usageError{"expire-promotions: only --once [--batch-size N] is supported; the recurring job runs inside `pin serve`"}
+		return cli.Usage("expire-promotions: only --once [--batch-size N] is supported; the recurring job runs inside `pin serve`")
 	}
 	cfg, err := config.Load(environ, 0)
 	if err != nil {
@@ -32,7 +33,7 @@ func expirePromotions(ctx context.Context, args, environ []string, stdout, stder
 	if *batchSize != "" {
 		n, err := strconv.Atoi(*batchSize)
 		if err != nil || n < 1 || n > 10000 {
-			return usageError{fmt.Sprintf("expire-promotions: --batch-size %q must be an integer from 1 to 10000", *batchSize)}
+			return cli.Usagef("expire-promotions: --batch-size %q must be an integer from 1 to 10000", *batchSize)
 		}
 		size = n
 	}

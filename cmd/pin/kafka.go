@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/pinmarket/pin/platform/cli"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/kafka"
 )
@@ -36,26 +37,26 @@ func kafkaSecurity(cfg config.Config) kafka.Security {
 // PIN_KAFKA_BROKERS and prints one line per topic saying what it did.
 func kafkaCommand(_ context.Context, args, environ []string, stdout io.Writer) error {
 	const synopsis = "kafka create-topics [--replication-factor N] [--retention D]"
-	if len(args) > 0 && isHelp(args[0]) {
-		return parseFlags(newFlags("kafka"), synopsis, args[:1], stdout)
+	if len(args) > 0 && cli.IsHelp(args[0]) {
+		return cli.ParseFlags(cli.NewFlags("kafka"), synopsis, args[:1], stdout)
 	}
 	if len(args) == 0 || args[0] != "create-topics" {
-		return usageError{"kafka: the only subcommand is create-topics"}
+		return cli.Usage("kafka: the only subcommand is create-topics")
 	}
-	fs := newFlags("kafka create-topics")
+	fs := cli.NewFlags("kafka create-topics")
 	replication := fs.Int("replication-factor", 3, "replicas of each partition of a created topic")
 	retention := fs.Duration("retention", 7*24*time.Hour, "retention.ms of a created topic, as a Go duration")
-	if err := parseFlags(fs, synopsis, args[1:], stdout); err != nil {
+	if err := cli.ParseFlags(fs, synopsis, args[1:], stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("kafka create-topics: unexpected argument %q", fs.Arg(0))}
+		return cli.Usagef("kafka create-topics: unexpected argument %q", fs.Arg(0))
 	}
 	if *replication < 1 || *replication > 32767 {
-		return usageError{fmt.Sprintf("kafka create-topics: --replication-factor %d must be 1 or more", *replication)}
+		return cli.Usagef("kafka create-topics: --replication-factor %d must be 1 or more", *replication)
 	}
 	if *retention < time.Hour {
-		return usageError{fmt.Sprintf("kafka create-topics: --retention %s must be at least 1h", *retention)}
+		return cli.Usagef("kafka create-topics: --retention %s must be at least 1h", *retention)
 	}
 	cfg, err := config.Load(environ, config.NeedKafka)
 	if err != nil {

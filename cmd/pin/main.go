@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/pinmarket/pin/platform/buildinfo"
+	"github.com/pinmarket/pin/platform/cli"
 	"github.com/pinmarket/pin/platform/config"
 )
 
@@ -57,11 +58,6 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 
-// usageError is a bad command line: reported with exit code 2.
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
 func run(args, environ []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -73,7 +69,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "serve":
-		if err = noArgs("serve", "serve", args[1:], stdout); err == nil {
+		if err = cli.NoArgsWithEnvironment("serve", "serve", environmentHelp["serve"], args[1:], stdout); err == nil {
 			err = serve(ctx, environ, stderr)
 		}
 	case "dev":
@@ -93,11 +89,11 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	case "token":
 		err = token(args[1:], environ, stdout)
 	case "healthcheck":
-		if err = noArgs("healthcheck", "healthcheck", args[1:], stdout); err == nil {
+		if err = cli.NoArgs("healthcheck", "healthcheck", args[1:], stdout); err == nil {
 			err = healthcheck(ctx, environ)
 		}
 	case "version", "-version", "--version":
-		if err = noArgs("version", "version", args[1:], stdout); err == nil {
+		if err = cli.NoArgs("version", "version", args[1:], stdout); err == nil {
 			b := buildinfo.Read()
 			fmt.Fprintf(stdout, "pin %s (revision %s, %s)\n", b.Version, b.Revision, b.GoVersion)
 		}
@@ -107,7 +103,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		if command := moduleCommand(args[0]); command != nil {
 			err = command(ctx, args[1:], environ, stdout, stderr)
 		} else {
-			err = usageError{fmt.Sprintf("unknown command %q (try: pin help)", args[0])}
+			err = cli.Usagef("unknown command %q (try: pin help)", args[0])
 		}
 	}
 	return report(err, stderr)
@@ -119,15 +115,15 @@ func report(err error, stderr io.Writer) int {
 		return exitOK
 	}
 	var cfgErr *config.Error
-	var useErr usageError
+	var useErr cli.UsageError
 	switch {
-	case errors.Is(err, errHelpShown):
+	case errors.Is(err, cli.ErrHelpShown):
 		return exitOK
 	case errors.As(err, &cfgErr):
 		fmt.Fprintf(stderr, "pin: configuration: %s\n", cfgErr)
 		return exitUsage
 	case errors.As(err, &useErr):
-		fmt.Fprintf(stderr, "pin: %s\n", useErr.msg)
+		fmt.Fprintf(stderr, "pin: %s\n", useErr)
 		return exitUsage
 	default:
 		fmt.Fprintf(stderr, "pin: %v\n", err)

@@ -2,26 +2,26 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/pinmarket/pin/platform/cli"
 	"github.com/pinmarket/pin/platform/outbox"
 	"github.com/pinmarket/pin/platform/postgres"
 )
 
 func migrate(ctx context.Context, args, environ []string, stdout io.Writer) error {
-	if len(args) > 0 && isHelp(args[0]) {
-		return parseFlags(newFlags("migrate"), "migrate up|down|status", args[:1], stdout)
+	if len(args) > 0 && cli.IsHelp(args[0]) {
+		return cli.ParseFlags(cli.NewFlags("migrate"), "migrate up|down|status", args[:1], stdout)
 	}
 	if len(args) == 0 || (args[0] != "up" && args[0] != "down" && args[0] != "status") {
-		return usageError{"migrate: want exactly one of up, down, status"}
+		return cli.Usage("migrate: want exactly one of up, down, status")
 	}
-	if err := noArgs("migrate "+args[0], "migrate "+args[0], args[1:], stdout); err != nil {
+	if err := cli.NoArgs("migrate "+args[0], "migrate "+args[0], args[1:], stdout); err != nil {
 		return err
 	}
-	sqlDB, err := openDatabase(ctx, environ)
+	sqlDB, err := cli.OpenDatabase(ctx, environ)
 	if err != nil {
 		return err
 	}
@@ -69,13 +69,4 @@ func migrate(ctx context.Context, args, environ []string, stdout io.Writer) erro
 		}
 	}
 	return nil
-}
-
-// openDatabase opens PIN_DATABASE_URL for a command that only runs SQL.
-func openDatabase(ctx context.Context, environ []string) (*sql.DB, error) {
-	db, err := openGormDatabase(ctx, environ)
-	if err != nil {
-		return nil, err
-	}
-	return db.DB()
 }

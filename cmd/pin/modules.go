@@ -11,6 +11,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/boost"
 	"github.com/pinmarket/pin/modules/promotion"
+	"github.com/pinmarket/pin/platform/cli"
 	"github.com/pinmarket/pin/platform/consumer"
 	"github.com/pinmarket/pin/platform/host"
 	"github.com/pinmarket/pin/platform/kafka"
@@ -35,7 +36,7 @@ func modules() []moduleEntry {
 			},
 			onDev:    func(ctx context.Context, m host.Module) error { return m.(*promotion.Module).SeedDemoPackages(ctx) },
 			status:   &statusSection{key: "expiry", read: readExpirySection, print: printExpirySection},
-			commands: map[string]subcommand{"promotion": promotionCommand, "expire-promotions": expirePromotions},
+			commands: map[string]cli.Command{"promotion": promotionCommand, "expire-promotions": expirePromotions},
 			// The pool that runs the expiry job (ADR 0014, decision 7).
 			idleInTransaction: promotion.ExpireIdleInTransaction,
 		},
@@ -81,7 +82,7 @@ type moduleEntry struct {
 	// status is the module's section of `pin status`.
 	status *statusSection
 	// commands are the module's operator commands, by their first word.
-	commands map[string]subcommand
+	commands map[string]cli.Command
 	// consumes are the consumer groups the module runs and what they read,
 	// for `pin status`.
 	consumes []consumedTopics
@@ -156,7 +157,7 @@ func printExpirySection(w io.Writer, v any, asOf time.Time) {
 }
 
 // moduleCommand is the operator command a module answers to name, or nil.
-func moduleCommand(name string) subcommand {
+func moduleCommand(name string) cli.Command {
 	for _, m := range modules() {
 		if c, ok := m.commands[name]; ok {
 			return c

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"io"
 
+	"github.com/pinmarket/pin/platform/cli"
 	"github.com/pinmarket/pin/platform/deadletter"
 	"github.com/pinmarket/pin/platform/outbox/deadletters"
 )
@@ -29,6 +30,6 @@ var outboxDeadLetters = deadLetterSide[deadletters.DeadLetter, deadletters.Repla
 // outboxCommand runs `pin outbox dead-letters list|replay|discard`: the
 // relay's dead letters, listed, put back into the outbox or set aside, with
 // only PIN_DATABASE_URL.
-var outboxCommand = commandGroup("outbox", map[string]subcommand{
+var outboxCommand = cli.Group("outbox", map[string]cli.Command{
 	"dead-letters": outboxDeadLetters.commands(),
 })

@@ -8,12 +8,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/modules/promotion"
+
+	"github.com/pinmarket/pin/platform/cli"
 )
 
 // promotionCommand runs `pin promotion …`: the promotion module's operator
 // commands, with only PIN_DATABASE_URL.
-var promotionCommand = commandGroup("promotion", map[string]subcommand{
-	"poison": commandGroup("promotion poison", map[string]subcommand{
+var promotionCommand = cli.Group("promotion", map[string]cli.Command{
+	"poison": cli.Group("promotion poison", map[string]cli.Command{
 		"list":    listPoison,
 		"release": releasePoison,
 	}),
@@ -23,10 +25,10 @@ var promotionCommand = commandGroup("promotion", map[string]subcommand{
 // listPoison prints the purchases the expiry job remembers as poison, one
 // JSON object a line, the first to fail first.
 func listPoison(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
-	if err := noArgs("promotion poison list", "promotion poison list", args, stdout); err != nil {
+	if err := cli.NoArgs("promotion poison list", "promotion poison list", args, stdout); err != nil {
 		return err
 	}
-	db, err := openDatabase(ctx, environ)
+	db, err := cli.OpenDatabase(ctx, environ)
 	if err != nil {
 		return err
 	}
@@ -35,7 +37,7 @@ func listPoison(ctx context.Context, args, environ []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	return printList(stdout, stderr, poison, "poison purchases")
+	return cli.PrintList(stdout, stderr, poison, "poison purchases")
 }
 
 // releasePoison forgets the named poison purchases (or with --all every
@@ -43,12 +45,12 @@ func listPoison(ctx context.Context, args, environ []string, stdout, stderr io.W
 // each one released as list does.
 func releasePoison(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	const name = "promotion poison release"
-	fs := newFlags(name)
+	fs := cli.NewFlags(name)
 	all := fs.Bool("all", false, "release every poison purchase; required when no PURCHASE_ID is named")
-	if err := parseFlags(fs, name+" PURCHASE_ID...|--all", args, stdout); err != nil {
+	if err := cli.ParseFlags(fs, name+" PURCHASE_ID...|--all", args, stdout); err != nil {
 		return err
 	}
-	ids, err := namedOrAll(name, "a purchase id (a UUID, the purchaseId of list)", fs.Args(), *all,
+	ids, err := cli.NamedOrAll(name, "a purchase id (a UUID, the purchaseId of list)", fs.Args(), *all,
 		func(arg string) (uuid.UUID, bool) {
 			id, err := uuid.Parse(arg)
 			return id, err == nil
@@ -56,7 +58,7 @@ func releasePoison(ctx context.Context, args, environ []string, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	db, err := openDatabase(ctx, environ)
+	db, err := cli.OpenDatabase(ctx, environ)
 	if err != nil {
 		return err
 	}
@@ -65,5 +67,5 @@ func releasePoison(ctx context.Context, args, environ []string, stdout, stderr i
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	return printList(stdout, stderr, released, "poison purchases to release")
+	return cli.PrintList(stdout, stderr, released, "poison purchases to release")
 }

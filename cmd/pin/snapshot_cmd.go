@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/modules/promotion"
+
+	"github.com/pinmarket/pin/platform/cli"
 )
 
 const snapshotSynopsis = "promotion snapshot [--tenant UUID] [--purchase UUID]... [--target-kind KIND] [--include-ended] [--rate N] [--batch-size N] [--send-derived-ids] | --snapshot-id UUID [--rate N] [--batch-size N] [--send-derived-ids]"
@@ -31,7 +33,7 @@ const derivedIDWarning = "a consumer that dedupes by messageId alone counts each
 // unless --send-derived-ids sends it under a derived id (ADR 0012).
 func snapshotPurchases(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	const name = "promotion snapshot"
-	fs := newFlags(name)
+	fs := cli.NewFlags(name)
 	var opts promotion.SnapshotOptions
 	uuidFlag(fs, &opts.TenantID, "tenant", "only this tenant's purchases")
 	fs.Func("purchase", "only this purchase (repeatable)", func(s string) error {
@@ -49,16 +51,16 @@ func snapshotPurchases(ctx context.Context, args, environ []string, stdout, stde
 		"also send purchases whose last event's messageId is unknown (it left the outbox before migration 00008), "+
 			"under an id derived from the purchase, instead of skipping them: "+derivedIDWarning)
 	uuidFlag(fs, &opts.After, "after", "with --snapshot-id only, for resume lines of earlier versions: ignored, the stored position decides")
-	if err := parseFlags(fs, snapshotSynopsis, args, stdout); err != nil {
+	if err := cli.ParseFlags(fs, snapshotSynopsis, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("%s: unexpected argument %q", name, fs.Arg(0))}
+		return cli.Usagef("%s: unexpected argument %q", name, fs.Arg(0))
 	}
 	if err := opts.Check(); err != nil {
-		return usageError{fmt.Sprintf("%s: %v", name, err)}
+		return cli.Usagef("%s: %v", name, err)
 	}
-	gdb, err := openGormDatabaseAs(ctx, environ, "snapshot")
+	gdb, err := cli.OpenGormDatabaseAs(ctx, environ, "snapshot")
 	if err != nil {
 		return err
 	}
@@ -71,12 +73,12 @@ func snapshotPurchases(ctx context.Context, args, environ []string, stdout, stde
 	res, err := promotion.Snapshot(ctx, db, opts, report)
 	switch {
 	case errors.Is(err, promotion.ErrInvalidSnapshot):
-		return usageError{fmt.Sprintf("%s: %v", name, err)}
+		return cli.Usagef("%s: %v", name, err)
 	case errors.Is(err, promotion.ErrSnapshotNotFound):
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	if res.SnapshotID != uuid.Nil {
-		if perr := printJSONLines(stdout, []promotion.SnapshotResult{res}); perr != nil {
+		if perr := cli.PrintJSONLines(stdout, []promotion.SnapshotResult{res}); perr != nil {
 			return errors.Join(err, perr)
 		}
 	}
@@ -157,5 +159,5 @@ func (r snapshotReport) Failed(f promotion.FailedSnapshot) {
 }
 
 func (r snapshotReport) UnknownID(u promotion.UnknownIDSnapshot) {
-	_ = printJSONLines(r.w, []promotion.UnknownIDSnapshot{u})
+	_ = cli.PrintJSONLines(r.w, []promotion.UnknownIDSnapshot{u})
 }

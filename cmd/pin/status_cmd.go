@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/pinmarket/pin/platform/cli"
 	"github.com/pinmarket/pin/platform/config"
 	"github.com/pinmarket/pin/platform/consumer"
 	"github.com/pinmarket/pin/platform/kafka"
@@ -77,19 +78,19 @@ type consumerStatus struct {
 // status runs `pin status [--json]`. It needs only PIN_DATABASE_URL; with
 // PIN_KAFKA_BROKERS it also asks the broker for the consumers' lag.
 func status(ctx context.Context, args, environ []string, stdout io.Writer) error {
-	fs := newFlags("status")
+	fs := cli.NewFlags("status")
 	asJSON := fs.Bool("json", false, "print one JSON object (for scripts) instead of the text")
-	if err := parseFlags(fs, "status [--json]", args, stdout); err != nil {
+	if err := cli.ParseFlags(fs, "status [--json]", args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("status: unexpected argument %q", fs.Arg(0))}
+		return cli.Usagef("status: unexpected argument %q", fs.Arg(0))
 	}
 	cfg, err := config.Load(environ, 0)
 	if err != nil {
 		return err
 	}
-	db, err := openDatabase(ctx, environ)
+	db, err := cli.OpenDatabase(ctx, environ)
 	if err != nil {
 		return err
 	}
