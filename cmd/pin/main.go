@@ -82,8 +82,6 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		err = outboxCommand(ctx, args[1:], environ, stdout, stderr)
 	case "consumer":
 		err = consumerCommand(ctx, args[1:], environ, stdout, stderr)
-	case "contract":
-		err = contractCommand(ctx, args[1:], environ, stdout, stderr)
 	case "status":
 		err = status(ctx, args[1:], environ, stdout)
 	case "token":

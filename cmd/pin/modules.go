@@ -11,6 +11,7 @@ import (
 
 	"github.com/pinmarket/pin/modules/boost"
 	"github.com/pinmarket/pin/modules/promotion"
+	"github.com/pinmarket/pin/modules/promotion/promotioncli"
 	"github.com/pinmarket/pin/platform/cli"
 	"github.com/pinmarket/pin/platform/consumer"
 	"github.com/pinmarket/pin/platform/host"
@@ -34,9 +35,11 @@ func modules() []moduleEntry {
 			build: func(p *platform, hd hostDeps) (host.Module, error) {
 				return p.promotionModule(hd.authenticate, hd.outbox)
 			},
-			onDev:    func(ctx context.Context, m host.Module) error { return m.(*promotion.Module).SeedDemoPackages(ctx) },
-			status:   &statusSection{key: "expiry", read: readExpirySection, print: printExpirySection},
-			commands: map[string]cli.Command{"promotion": promotionCommand, "expire-promotions": expirePromotions},
+			onDev:  func(ctx context.Context, m host.Module) error { return m.(*promotion.Module).SeedDemoPackages(ctx) },
+			status: &statusSection{key: "expiry", read: readExpirySection, print: printExpirySection},
+			// pin promotion …, pin contract verify; and expire-promotions,
+			// which builds the module on a platform of its own.
+			commands: withCommand(promotioncli.Commands(), "expire-promotions", expirePromotions),
 			// The pool that runs the expiry job (ADR 0014, decision 7).
 			idleInTransaction: promotion.ExpireIdleInTransaction,
 		},
@@ -164,4 +167,10 @@ func moduleCommand(name string) cli.Command {
 		}
 	}
 	return nil
+}
+
+// withCommand is commands and the command name.
+func withCommand(commands map[string]cli.Command, name string, command cli.Command) map[string]cli.Command {
+	commands[name] = command
+	return commands
 }

@@ -23,22 +23,6 @@ func init() { testbed.DeclareTopics(declaredTopics()...) }
 // addition.
 var theList = []string{"modules.go", "modules_testonly.go"}
 
-// notYetMoved import a module outside the list, each until the change
-// named: an entry that no longer imports one fails the test, so the list
-// only shrinks.
-var notYetMoved = []string{
-	// The promotion module's operator commands (poison, snapshot) use the
-	// command-line helpers of package main; they move into the module when
-	// those helpers leave it.
-	"promotion_cmd.go",
-	"snapshot_cmd.go",
-	// `pin contract verify`'s flags: the runner itself lives beside the
-	// contract it judges (modules/promotion/conformance); the flags move with
-	// the other operator commands when the command-line helpers leave
-	// package main.
-	"contract_cmd.go",
-}
-
 // moduleImports returns, for each non-test Go file of dir but those of
 // theList, the packages under modules/ it imports.
 func moduleImports(t *testing.T, dir string) map[string][]string {
@@ -64,17 +48,11 @@ func moduleImports(t *testing.T, dir string) map[string][]string {
 	return found
 }
 
-// TestOnlyTheListNamesModules: no file of cmd/pin but the list (and the
-// files not yet moved) imports a module, so a module is added in one place.
+// TestOnlyTheListNamesModules: no file of cmd/pin but the list imports a
+// module, so a module is added in one place.
 func TestOnlyTheListNamesModules(t *testing.T) {
 	t.Parallel()
-	found := moduleImports(t, ".")
-	for file, imports := range found {
-		require.Contains(t, notYetMoved, file, "%s imports %v: reach the module through modules.go's list", file, imports)
-	}
-	for _, file := range notYetMoved {
-		require.Contains(t, found, file, "%s imports no module any more: take it off notYetMoved", file)
-	}
+	require.Empty(t, moduleImports(t, "."), "reach a module through modules.go's list")
 }
 
 // The rule sees a file that imports a module.

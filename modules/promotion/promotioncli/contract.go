@@ -1,4 +1,4 @@
-package main
+package promotioncli
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/pinmarket/pin/modules/promotion/conformance"
 	"github.com/pinmarket/pin/modules/promotion/contract/scenarios"
-
 	"github.com/pinmarket/pin/platform/cli"
 )
 

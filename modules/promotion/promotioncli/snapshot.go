@@ -1,4 +1,4 @@
-package main
+package promotioncli
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/modules/promotion"
-
 	"github.com/pinmarket/pin/platform/cli"
 )
 

@@ -1,4 +1,9 @@
-package main
+// Package promotioncli is the promotion module's operator commands, `pin
+// promotion …` and `pin contract verify`: cmd/pin runs them by their first
+// word, as the module's entry in its list hands them over. They need only
+// PIN_DATABASE_URL (contract verify: nothing), and share their shape with
+// the host's commands through platform/cli.
+package promotioncli
 
 import (
 	"context"
@@ -8,12 +13,15 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pinmarket/pin/modules/promotion"
-
 	"github.com/pinmarket/pin/platform/cli"
 )
 
-// promotionCommand runs `pin promotion …`: the promotion module's operator
-// commands, with only PIN_DATABASE_URL.
+// Commands are the module's operator commands, by their first word.
+func Commands() map[string]cli.Command {
+	return map[string]cli.Command{"promotion": promotionCommand, "contract": contractCommand}
+}
+
+// promotionCommand runs `pin promotion …`.
 var promotionCommand = cli.Group("promotion", map[string]cli.Command{
 	"poison": cli.Group("promotion poison", map[string]cli.Command{
 		"list":    listPoison,
