@@ -25,39 +25,12 @@ const (
 	exitUsage  = 2 // bad configuration or bad command line
 )
 
-const usage = `pin — the Pin backend (promotion module)
-
-Usage:
-  pin serve                                   HTTP API, background runners and the outbox relay
-  pin dev                                     serve on one machine with only PostgreSQL (embedded Kafka-protocol broker)
-  pin dev make-due PURCHASE_ID                make an Active purchase due now (only on a database pin dev created)
-  pin migrate up|down|status                  apply, revert one, or list the embedded migrations
-  pin expire-promotions --once [--batch-size N]  run exactly one expiry cycle and print its JSON result
-  pin kafka create-topics [--replication-factor N] [--retention D]  create the module's missing topics (3 partitions)
-  pin token --tenant UUID [--user UUID] [--role ROLE]...  print a development JWT
-  pin outbox dead-letters list [--topic T] [--limit N] [--discarded]  list the relay's dead letters, one JSON object a line
-  pin outbox dead-letters replay ID...|--all  put dead letters back in the outbox with their original messageId
-  pin outbox dead-letters discard ID... --reason TEXT  set dead letters aside for good, the reason kept
-  pin promotion poison list                   list the purchases the expiry job remembers as poison, one JSON object a line
-  pin promotion poison release PURCHASE_ID...|--all  forget poison purchases: the next cycle takes them in normal order
-  pin promotion snapshot [--tenant UUID] [--purchase UUID]... [--target-kind KIND] [--include-ended] [--rate N]  redeliver purchases' last events (event_origin=snapshot); --snapshot-id ID resumes one
-  pin consumer dead-letters list [--group G] [--limit N] [--discarded]  list the consumers' dead letters, one JSON object a line
-  pin consumer dead-letters replay ID...|--all  hand dead letters to their consumer again (the boost projection, in this process)
-  pin consumer dead-letters discard ID... --reason TEXT  set dead letters aside for good, the reason kept
-  pin contract verify --consumer CMD --effects CMD [--brokers HOST:PORT] [--scenario NAME]... [--crash] [--timeout D]  run a consumer of the event, in any language, through the conformance kit's scenarios
-  pin status [--json]                         the module's state on one screen: expiry, poison, outbox, relay leader, dead letters, consumer lag
-  pin healthcheck                             exit 0 when the local server's /readyz answers 200
-  pin version                                 print the version, commit and Go toolchain (also: pin --version)
-
-Each command's flags: pin COMMAND --help.
-
-Configuration comes from the environment (PIN_*); see README.md.
-`
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 
+// run runs the command args name: the host's own here, a module's through
+// the list (moduleCommand); it returns the exit code.
 func run(args, environ []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
