@@ -46,13 +46,25 @@ for b in "${all_benches[@]}"; do
   case ",${PIN_BENCH_COMPARE:-expire-batch,relay,api}," in *",${b%% *},"*) benches+=("$b") ;; esac
 done
 [ ${#benches[@]} -gt 0 ] || { echo "PIN_BENCH_COMPARE names none of expire-batch, relay, api" >&2; exit 2; }
+# side_pkg SIDE PKG BENCH: PKG as it is in SIDE's tree; where a package moved
+# between the two commits (the expiry's benchmarks went to
+# internal/expiry/expirebench), the folder whose tests define BENCH.
+side_pkg() {
+  local side=$1 pkg=$2 fn=${3%\$}
+  if [ -d "$out/src-$side/$pkg" ]; then echo "$pkg"; return; fi
+  local file
+  file=$(cd "$out/src-$side" && grep -rl --include='*_test.go' "^func $fn(" . | head -n 1)
+  [ -n "$file" ] || { echo "no package defines $fn in $side" >&2; exit 1; }
+  dirname "$file"
+}
 for side in old new; do
   commit=$old; [ $side = new ] && commit=$new
   git worktree add --detach "$out/src-$side" "$commit" >/dev/null
   echo "build $side ($commit)"
   (cd "$out/src-$side" && go build -o "$out/$side-pin" ./cmd/pin)
   for b in "${benches[@]}"; do
-    read -r name pkg _ _ <<<"$b"
+    read -r name pkg bench _ <<<"$b"
+    pkg=$(side_pkg "$side" "$pkg" "$bench")
     (cd "$out/src-$side" && go test -c -o "$out/$side-$name.test" "$pkg")
   done
 done
@@ -61,6 +73,7 @@ run() { # run SIDE ROUND NAME PKG BENCH BENCHTIME
   local side=$1 round=$2 name=$3 pkg=$4 bench=$5 benchtime=$6 from
   from=$(date +%s)
   echo "== round $round $name $side (load $(cut -d' ' -f1 /proc/loadavg))"
+  pkg=$(side_pkg "$side" "$pkg" "$bench")
   (cd "$out/src-$side/$pkg" && PIN_BENCH_PIN_BINARY=$out/$side-pin "$out/$side-$name.test" \
     -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime" -test.timeout 30m) \
     >"$out/$round-$name-$side.txt" 2>&1 || echo "   FAILED: $out/$round-$name-$side.txt"
